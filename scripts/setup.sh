@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Makes sure the build and test prerequisites are present: libclang (bindgen
+# needs it to read redismodule.h) and redis-server / redis-cli.
+# On Debian-like systems running as root they are installed with apt-get;
+# otherwise the script says exactly what to install and fails.
+set -euo pipefail
+
+missing=()
+
+have_libclang() {
+    # bindgen honours LIBCLANG_PATH; otherwise it searches the usual places.
+    if [ -n "${LIBCLANG_PATH:-}" ] && compgen -G "${LIBCLANG_PATH}/libclang*.so*" >/dev/null; then
+        return 0
+    fi
+    compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null ||
+        compgen -G "/usr/lib/llvm-*/lib/libclang-*.so*" >/dev/null ||
+        compgen -G "/usr/lib/*/libclang*.so*" >/dev/null ||
+        compgen -G "/usr/lib/libclang*.so*" >/dev/null
+}
+
+# The builtin C headers (stddef.h, ...) ship apart from the library itself.
+have_clang_headers() {
+    compgen -G "/usr/lib/llvm-*/lib/clang/*/include/stddef.h" >/dev/null ||
+        compgen -G "/usr/lib/clang/*/include/stddef.h" >/dev/null
+}
+
+{ have_libclang && have_clang_headers; } || missing+=(libclang-dev)
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
+command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing ${missing[*]} with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # The Debian package may start a system redis on 6379; the project never
+    # relies on it, and leaving it running would take `make run`'s port.
+    if command -v service >/dev/null; then service redis-server stop >/dev/null 2>&1 || true; fi
+
+else
+    echo "setup: missing ${missing[*]}." >&2
+    echo "setup: on Debian or Ubuntu run: sudo apt-get install ${missing[*]}" >&2
+    echo "setup: elsewhere install libclang (for bindgen) and Redis 7 (redis-server, redis-cli)." >&2
+    exit 1
+fi

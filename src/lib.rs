@@ -1,0 +1,30 @@
+//! redis-swl: an exact, atomic sliding-window-log rate limiter for Redis.
+//! This file only assembles the module.
+
+mod commands;
+mod error;
+mod request;
+mod window;
+mod zset;
+
+use redis_module::redis_module;
+
+// Unit tests run without a server, where Redis's allocator does not exist.
+#[cfg(not(test))]
+type ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const MODULE_ALLOCATOR: ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type ModuleAllocator = std::alloc::System;
+#[cfg(test)]
+const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
+
+redis_module! {
+    name: "swl",
+    version: 1,
+    allocator: (ModuleAllocator, MODULE_ALLOCATOR),
+    data_types: [],
+    commands: [
+        ["swl.check", commands::check, "write deny-oom", 1, 1, 1, ""],
+    ],
+}

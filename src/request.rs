@@ -1,0 +1,186 @@
+//! Strict parsing of command arguments into typed requests. Arguments are
+//! hostile bytes: every failure is an error that names the argument at fault.
+
+use std::ops::Deref;
+
+use crate::error::SwlError;
+use crate::window::{Window, MAX_MS};
+
+/// Each unit of cost is one entry in the log, written in one call. The cap
+/// keeps a single call from blocking the server or exhausting its memory.
+pub const MAX_COST: u64 = 100_000;
+
+/// The moment a request happens at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Now {
+    /// `*`: the server's clock, Unix time in milliseconds.
+    ServerClock,
+    /// An explicit `now_ms`.
+    At(u64),
+}
+
+/// `SWL.CHECK key window_ms limit now_ms [COST n]`, without the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest {
+    pub windows: Vec<Window>,
+    pub now: Now,
+    pub cost: u64,
+}
+
+/// Parses the whole argument vector, command name and key included.
+pub fn parse_check<A: Deref<Target = [u8]>>(args: &[A]) -> Result<CheckRequest, SwlError> {
+    let [_name, _key, window_ms, limit, now, options @ ..] = args else {
+        return Err(SwlError::WrongArity);
+    };
+    let mut request = CheckRequest {
+        windows: vec![parse_window(window_ms, limit)?],
+        now: parse_now(now)?,
+        cost: 1,
+    };
+    let mut cost_seen = false;
+    let mut rest = options.iter();
+    while let Some(option) = rest.next() {
+        if option.eq_ignore_ascii_case(b"COST") && !cost_seen {
+            let value = rest.next().ok_or(SwlError::Syntax)?;
+            request.cost = parse_int(value, 1, MAX_COST).ok_or(SwlError::Cost)?;
+            cost_seen = true;
+        } else {
+            return Err(SwlError::Syntax);
+        }
+    }
+    Ok(request)
+}
+
+fn parse_window(window_ms: &[u8], limit: &[u8]) -> Result<Window, SwlError> {
+    Ok(Window {
+        window_ms: parse_int(window_ms, 1, MAX_MS).ok_or(SwlError::WindowMs)?,
+        limit: parse_int(limit, 0, MAX_MS).ok_or(SwlError::Limit)?,
+    })
+}
+
+fn parse_now(now: &[u8]) -> Result<Now, SwlError> {
+    if now == b"*" {
+        return Ok(Now::ServerClock);
+    }
+    parse_int(now, 0, MAX_MS).map(Now::At).ok_or(SwlError::NowMs)
+}
+
+/// A plain decimal integer within `min..=max`: ASCII digits only, no sign,
+/// no spaces, no leading zeros (as Redis itself parses integers).
+fn parse_int(bytes: &[u8], min: u64, max: u64) -> Option<u64> {
+    let canonical = match bytes {
+        [] => false,
+        [b'0'] => true,
+        [first, ..] => *first != b'0' && bytes.len() <= 16,
+    };
+    if !canonical || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let value = bytes
+        .iter()
+        .fold(0u64, |acc, digit| acc * 10 + u64::from(digit - b'0'));
+    (min..=max).contains(&value).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<CheckRequest, SwlError> {
+        let argv: Vec<&[u8]> = std::iter::once("SWL.CHECK")
+            .chain(args.iter().copied())
+            .map(str::as_bytes)
+            .collect();
+        parse_check(&argv)
+    }
+
+    fn window(window_ms: u64, limit: u64) -> Window {
+        Window { window_ms, limit }
+    }
+
+    #[test]
+    fn parses_the_four_required_arguments() {
+        assert_eq!(
+            parse(&["k", "1000", "10", "1700000000000"]),
+            Ok(CheckRequest {
+                windows: vec![window(1000, 10)],
+                now: Now::At(1_700_000_000_000),
+                cost: 1,
+            })
+        );
+    }
+
+    #[test]
+    fn star_means_the_server_clock() {
+        assert_eq!(parse(&["k", "1", "0", "*"]).map(|r| r.now), Ok(Now::ServerClock));
+    }
+
+    #[test]
+    fn cost_keyword_is_case_insensitive() {
+        for keyword in ["COST", "cost", "CoSt"] {
+            assert_eq!(parse(&["k", "1", "5", "0", keyword, "3"]).map(|r| r.cost), Ok(3));
+        }
+    }
+
+    #[test]
+    fn bounds_are_inclusive() {
+        let max = MAX_MS.to_string();
+        let max_cost = MAX_COST.to_string();
+        let request = parse(&["k", &max, &max, &max, "COST", &max_cost]);
+        assert_eq!(
+            request,
+            Ok(CheckRequest {
+                windows: vec![window(MAX_MS, MAX_MS)],
+                now: Now::At(MAX_MS),
+                cost: MAX_COST,
+            })
+        );
+        assert_eq!(parse(&["k", "1", "0", "0"]).map(|r| r.windows), Ok(vec![window(1, 0)]));
+    }
+
+    #[test]
+    fn malformed_numbers_name_their_argument() {
+        let over = (MAX_MS + 1).to_string();
+        let bad = ["", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "01", "abc", "1\0", &over];
+        for text in bad {
+            assert_eq!(parse(&["k", text, "1", "0"]), Err(SwlError::WindowMs), "{text:?}");
+            assert_eq!(parse(&["k", "1", text, "0"]), Err(SwlError::Limit), "{text:?}");
+            assert_eq!(parse(&["k", "1", "1", text]), Err(SwlError::NowMs), "{text:?}");
+            let cost = parse(&["k", "1", "1", "0", "COST", text]);
+            assert_eq!(cost, Err(SwlError::Cost), "{text:?}");
+        }
+        assert_eq!(parse(&["k", "0", "1", "0"]), Err(SwlError::WindowMs));
+        assert_eq!(parse(&["k", "1", "1", "0", "COST", "0"]), Err(SwlError::Cost));
+        let over_cost = (MAX_COST + 1).to_string();
+        assert_eq!(parse(&["k", "1", "1", "0", "COST", &over_cost]), Err(SwlError::Cost));
+        assert_eq!(parse(&["k", "1", "1", "**"]), Err(SwlError::NowMs));
+        assert_eq!(parse(&["k", "1", "1", "99999999999999999999999"]), Err(SwlError::NowMs));
+    }
+
+    #[test]
+    fn the_first_bad_argument_is_named() {
+        assert_eq!(parse(&["k", "x", "y", "z"]), Err(SwlError::WindowMs));
+        assert_eq!(parse(&["k", "1", "y", "z"]), Err(SwlError::Limit));
+    }
+
+    #[test]
+    fn too_few_arguments_is_an_arity_error() {
+        assert_eq!(parse(&["k", "1", "1"]), Err(SwlError::WrongArity));
+        assert_eq!(parse(&[]), Err(SwlError::WrongArity));
+    }
+
+    #[test]
+    fn unknown_repeated_or_incomplete_options_are_syntax_errors() {
+        for options in [
+            &["NOPE"][..],
+            &["COST"],
+            &["COST", "1", "COST", "1"],
+            &["COST", "1", "extra"],
+            &["COSTS", "1"],
+            &[""],
+        ] {
+            let args: Vec<&str> = ["k", "1", "1", "0"].iter().chain(options).copied().collect();
+            assert_eq!(parse(&args), Err(SwlError::Syntax), "{options:?}");
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The log as a plain sorted set, through the module key API: a key guard
+//! that closes on drop, trimming, counting, recording and expiry, each write
+//! propagated to replicas and the AOF as the plain Redis command it amounts
+//! to. All of the module's `unsafe` lives in this file.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::{raw, Context, RedisString};
+
+use crate::error::SwlError;
+use crate::window::ScoreLog;
+
+/// The server's clock: Unix time in milliseconds.
+pub fn server_time_ms() -> u64 {
+    // SAFETY: the module is initialised before any command runs, so the
+    // function pointer is set; it only reads the clock.
+    let now = unsafe { raw::RedisModule_Milliseconds.map_or(0, |clock| clock()) };
+    u64::try_from(now).unwrap_or(0)
+}
+
+/// Whether a key is opened to be changed or only looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// An open sorted-set key (or an empty one), closed when dropped.
+pub struct ZsetKey {
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl ZsetKey {
+    /// Opens `name`; a key that holds anything but a sorted set is WRONGTYPE.
+    pub fn open(ctx: &Context, name: &RedisString, access: Access) -> Result<Self, SwlError> {
+        let mode = match access {
+            Access::Read => raw::REDISMODULE_READ,
+            Access::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        };
+        // SAFETY: ctx and name are live for the whole command call; the
+        // returned handle is owned by the guard, which closes it exactly once.
+        let key = unsafe {
+            raw::RedisModule_OpenKey.ok_or(SwlError::Internal)?(ctx.ctx, name.inner, mode as c_int)
+        };
+        let guard = ZsetKey {
+            ctx: ctx.ctx,
+            name: name.inner,
+            key: key.cast(),
+        };
+        match guard.key_type() {
+            raw::KeyType::Empty | raw::KeyType::ZSet => Ok(guard),
+            _ => Err(SwlError::WrongType),
+        }
+    }
+
+    fn key_type(&self) -> raw::KeyType {
+        if self.key.is_null() {
+            return raw::KeyType::Empty;
+        }
+        // SAFETY: key is a live handle from OpenKey.
+        raw::KeyType::from(unsafe { raw::RedisModule_KeyType.map_or(0, |f| f(self.key)) })
+    }
+
+    /// Number of entries in the log.
+    pub fn len(&self) -> u64 {
+        if self.key.is_null() {
+            return 0;
+        }
+        // SAFETY: key is a live handle; an empty key has length 0.
+        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.key)) as u64 }
+    }
+
+    /// Removes every entry with a score at or below `floor`, exactly what
+    /// `ZREMRANGEBYSCORE key -inf floor` does, and propagates that command.
+    pub fn trim_through(&self, floor: f64) {
+        let Some(newest) = self.max_above(f64::NEG_INFINITY) else {
+            return;
+        };
+        let removed = if newest <= floor {
+            // Everything has left the window: drop the key in one step.
+            // SAFETY: key is a live handle opened for writing.
+            unsafe { raw::RedisModule_DeleteKey.map(|f| f(self.key)) };
+            true
+        } else {
+            self.remove_through(floor)
+        };
+        if removed {
+            self.replicate_trim(floor);
+        }
+    }
+
+    fn remove_through(&self, floor: f64) -> bool {
+        let mut doomed = Vec::new();
+        {
+            let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false);
+            while let Some(member) = range.take_member() {
+                doomed.push(member);
+                range.advance();
+            }
+        }
+        let removed = !doomed.is_empty();
+        for member in doomed {
+            let mut deleted: c_int = 0;
+            // SAFETY: member came from this key's range iterator, which has
+            // been stopped; we own it and free it after use.
+            unsafe {
+                raw::RedisModule_ZsetRem.map(|f| f(self.key, member, &mut deleted));
+                self.free(member);
+            }
+        }
+        removed
+    }
+
+    /// Adds `count` entries scored `score`, each under a member no other
+    /// entry of the key has, and propagates the ZADD.
+    pub fn record(&self, score: u64, count: u64) {
+        let mut members = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            members.push(self.add_unique(score as f64));
+        }
+        self.replicate_add(score, &members);
+        for member in members {
+            // SAFETY: created by add_unique and owned here.
+            unsafe { self.free(member) };
+        }
+    }
+
+    /// Members come from a process-wide counter; NX makes a clash with an
+    /// existing member (after a restart or failover) try the next value
+    /// instead of moving that entry.
+    fn add_unique(&self, score: f64) -> *mut raw::RedisModuleString {
+        loop {
+            let member = self.new_number(next_member_id());
+            let mut flags: c_int = raw::REDISMODULE_ZADD_NX as c_int;
+            // SAFETY: key is open for writing and holds a sorted set or
+            // nothing; member is a live string we own.
+            let status = unsafe {
+                raw::RedisModule_ZsetAdd.map_or(raw::REDISMODULE_ERR as c_int, |f| {
+                    f(self.key, score, member, &mut flags)
+                })
+            };
+            if status != raw::REDISMODULE_OK as c_int
+                || flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0
+            {
+                return member;
+            }
+            // SAFETY: the member was not stored; we still own it.
+            unsafe { self.free(member) };
+        }
+    }
+
+    /// The key's absolute expiry in Unix milliseconds, if it has one.
+    pub fn expire_at(&self) -> Option<i64> {
+        if self.key.is_null() {
+            return None;
+        }
+        // SAFETY: key is a live handle.
+        let at = unsafe { raw::RedisModule_GetAbsExpire.map_or(-1, |f| f(self.key)) };
+        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+    }
+
+    /// Sets an absolute expiry and propagates it as PEXPIREAT, so replicas
+    /// and the AOF expire the key at the same instant, not a drifting TTL.
+    pub fn set_expire_at(&self, at_ms: i64) {
+        if self.len() == 0 {
+            return;
+        }
+        // SAFETY: key is a live, non-empty handle opened for writing.
+        unsafe { raw::RedisModule_SetAbsExpire.map(|f| f(self.key, at_ms)) };
+        self.replicate(c"PEXPIREAT", c"sl", at_ms);
+    }
+
+    fn replicate_trim(&self, floor: f64) {
+        // Floors are whole milliseconds well inside i64: exact.
+        let floor = floor as i64;
+        // SAFETY: the format matches the arguments: key string, C string, long long.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx,
+                    c"ZREMRANGEBYSCORE".as_ptr(),
+                    c"scl".as_ptr(),
+                    self.name,
+                    c"-inf".as_ptr(),
+                    floor as libc::c_longlong,
+                );
+            }
+        }
+    }
+
+    fn replicate_add(&self, score: u64, members: &[*mut raw::RedisModuleString]) {
+        if members.is_empty() {
+            return;
+        }
+        let score_arg = self.new_number(score as i64);
+        let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(members.len() * 2);
+        for &member in members {
+            argv.push(score_arg);
+            argv.push(member);
+        }
+        // SAFETY: "sv" takes the key string then an array of strings with its
+        // length; Replicate takes its own references to them.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx,
+                    c"ZADD".as_ptr(),
+                    c"sv".as_ptr(),
+                    self.name,
+                    argv.as_mut_ptr(),
+                    argv.len() as libc::size_t,
+                );
+            }
+            self.free(score_arg);
+        }
+    }
+
+    fn replicate(&self, command: &CStr, format: &CStr, number: i64) {
+        // SAFETY: callers pass the format "sl": the key string, a long long.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx,
+                    command.as_ptr(),
+                    format.as_ptr(),
+                    self.name,
+                    number as libc::c_longlong,
+                );
+            }
+        }
+    }
+
+    fn new_number(&self, value: i64) -> *mut raw::RedisModuleString {
+        // SAFETY: ctx is live; the string is freed by the caller.
+        unsafe {
+            raw::RedisModule_CreateStringFromLongLong.map_or(ptr::null_mut(), |f| f(self.ctx, value))
+        }
+    }
+
+    /// # Safety
+    /// `string` must be owned by the caller and not used afterwards.
+    unsafe fn free(&self, string: *mut raw::RedisModuleString) {
+        if !string.is_null() {
+            // SAFETY: per the contract above.
+            unsafe { raw::RedisModule_FreeString.map(|f| f(self.ctx, string)) };
+        }
+    }
+}
+
+impl Drop for ZsetKey {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            // SAFETY: the handle came from OpenKey and is closed only here.
+            unsafe { raw::RedisModule_CloseKey.map(|f| f(self.key)) };
+        }
+    }
+}
+
+impl ScoreLog for ZsetKey {
+    fn count_above(&self, floor: f64) -> u64 {
+        // After a trim every entry is above the floor: answer in O(1).
+        let lowest = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false).score();
+        match lowest {
+            None => 0,
+            Some(lowest) if lowest > floor => self.len(),
+            Some(_) => {
+                let mut range = ScoreRange::last_in(self, floor, f64::INFINITY);
+                let mut count = 0;
+                while range.score().is_some() {
+                    count += 1;
+                    range.retreat();
+                }
+                count
+            }
+        }
+    }
+
+    fn kth_above(&self, floor: f64, k: u64) -> Option<f64> {
+        let mut range = ScoreRange::first_in(self, floor, f64::INFINITY, true);
+        for _ in 1..k {
+            range.score()?;
+            range.advance();
+        }
+        range.score()
+    }
+
+    fn max_above(&self, floor: f64) -> Option<f64> {
+        ScoreRange::last_in(self, floor, f64::INFINITY).score()
+    }
+}
+
+/// A position in the key's score-ordered range, stopped when dropped.
+struct ScoreRange<'a> {
+    key: &'a ZsetKey,
+    open: bool,
+}
+
+impl<'a> ScoreRange<'a> {
+    /// The lowest entry scored in `min..=max`, or in `(min, max]` when
+    /// `exclude_min`.
+    fn first_in(key: &'a ZsetKey, min: f64, max: f64, exclude_min: bool) -> Self {
+        // SAFETY: key is live and holds a sorted set when non-empty.
+        let open = key.key_type() == raw::KeyType::ZSet
+            && unsafe {
+                raw::RedisModule_ZsetFirstInScoreRange.map_or(0, |f| {
+                    f(key.key, min, max, c_int::from(exclude_min), 0)
+                })
+            } == raw::REDISMODULE_OK as c_int;
+        ScoreRange { key, open }
+    }
+
+    /// The highest entry scored in `(min, max]`.
+    fn last_in(key: &'a ZsetKey, min: f64, max: f64) -> Self {
+        // SAFETY: as in first_in.
+        let open = key.key_type() == raw::KeyType::ZSet
+            && unsafe {
+                raw::RedisModule_ZsetLastInScoreRange.map_or(0, |f| f(key.key, min, max, 1, 0))
+            } == raw::REDISMODULE_OK as c_int;
+        ScoreRange { key, open }
+    }
+
+    fn at_end(&self) -> bool {
+        // SAFETY: only asked of an open range on a live key.
+        !self.open || unsafe { raw::RedisModule_ZsetRangeEndReached.map_or(1, |f| f(self.key.key)) } != 0
+    }
+
+    /// The current entry's member (owned by the caller) and score.
+    fn current(&self) -> Option<(*mut raw::RedisModuleString, f64)> {
+        if self.at_end() {
+            return None;
+        }
+        let mut score = 0.0;
+        // SAFETY: the range is open and not at its end.
+        let member = unsafe {
+            raw::RedisModule_ZsetRangeCurrentElement
+                .map_or(ptr::null_mut(), |f| f(self.key.key, &mut score))
+        };
+        (!member.is_null()).then_some((member, score))
+    }
+
+    fn score(&self) -> Option<f64> {
+        let (member, score) = self.current()?;
+        // SAFETY: current() hands over ownership of the member.
+        unsafe { self.key.free(member) };
+        Some(score)
+    }
+
+    fn take_member(&self) -> Option<*mut raw::RedisModuleString> {
+        self.current().map(|(member, _)| member)
+    }
+
+    fn advance(&mut self) {
+        // SAFETY: moving an open iterator on a live key.
+        if self.open && unsafe { raw::RedisModule_ZsetRangeNext.map_or(0, |f| f(self.key.key)) } == 0 {
+            self.stop();
+        }
+    }
+
+    fn retreat(&mut self) {
+        // SAFETY: moving an open iterator on a live key.
+        if self.open && unsafe { raw::RedisModule_ZsetRangePrev.map_or(0, |f| f(self.key.key)) } == 0 {
+            self.stop();
+        }
+    }
+
+    fn stop(&mut self) {
+        if self.open {
+            // SAFETY: stops the iterator this range started.
+            unsafe { raw::RedisModule_ZsetRangeStop.map(|f| f(self.key.key)) };
+            self.open = false;
+        }
+    }
+}
+
+impl Drop for ScoreRange<'_> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The next candidate member, as a number: numbers are stored compactly by
+/// Redis, so an entry costs no more than one of the usual script's
+/// timestamp members. Seeded from the clock in microseconds, so values rise
+/// across restarts in the usual case; clashes are handled by the caller.
+fn next_member_id() -> i64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut id = NEXT.fetch_add(1, Ordering::Relaxed);
+    if id == 0 {
+        let seed = server_time_ms().saturating_mul(1000).max(1);
+        let _ = NEXT.compare_exchange(1, seed + 1, Ordering::Relaxed, Ordering::Relaxed);
+        id = seed;
+    }
+    (id & (i64::MAX as u64)) as i64
+}

@@ -1,0 +1,311 @@
+//! Real redis-server processes for the integration tests: each on a free
+//! loopback port, in a temporary directory of its own, stopped and cleaned
+//! up when dropped (also when the test fails).
+
+#![allow(dead_code)] // each test file uses its own part of the support
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, RedisError, Value};
+
+/// The module under test: `SWL_MODULE` if set, otherwise the release
+/// library, built once per test binary (`cargo test` builds no cdylib).
+pub fn module_path() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("SWL_MODULE") {
+                return PathBuf::from(path);
+            }
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--release", "--lib", "--quiet"])
+                .current_dir(manifest)
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building the module failed");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| manifest.join("target"));
+            target.join("release").join("libredis_swl.so")
+        })
+        .clone()
+}
+
+/// A directory removed with everything in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "swl-{label}-{}-{}-{nanos}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&path).expect("create a temporary directory");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// How to start a server.
+#[derive(Clone)]
+pub struct Config {
+    pub module: bool,
+    pub args: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            module: true,
+            args: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    pub fn without_module() -> Config {
+        Config {
+            module: false,
+            args: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, name: &str, value: &str) -> Config {
+        self.args.push(format!("--{name}"));
+        self.args.push(value.to_string());
+        self
+    }
+}
+
+pub struct Server {
+    child: Option<Child>,
+    port: u16,
+    config: Config,
+    dir: TempDir,
+}
+
+impl Server {
+    /// A plain server with the module loaded.
+    pub fn start() -> Server {
+        Server::with(Config::default())
+    }
+
+    pub fn with(config: Config) -> Server {
+        let dir = TempDir::new("redis");
+        let mut server = Server {
+            child: None,
+            port: 0,
+            config,
+            dir,
+        };
+        // A free port can be taken by someone else between our probe and
+        // the server's bind; try a few.
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start; log:\n{}", server.log());
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connect(&self) -> Connection {
+        redis::Client::open(self.url())
+            .and_then(|client| client.get_connection())
+            .expect("connect to redis-server")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+
+    /// Stops the server (without saving) and starts it again on the same
+    /// port and directory, so it reloads whatever it persisted.
+    pub fn restart(&mut self) {
+        self.stop();
+        assert!(self.spawn(), "redis-server did not restart; log:\n{}", self.log());
+    }
+
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn spawn(&mut self) -> bool {
+        let mut command = Command::new("redis-server");
+        command
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--logfile", "redis.log", "--daemonize", "no"]);
+        if self.config.module {
+            let module = module_path();
+            assert!(module.exists(), "module not built: {}", module.display());
+            command.arg("--loadmodule").arg(module);
+        }
+        command.args(&self.config.args);
+        let child = command
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run redis-server (is it installed? `make test` installs it)");
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    /// Ready once PING answers and nothing is still loading.
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if !self.is_alive() {
+                self.child = None;
+                return false;
+            }
+            let ping = redis::Client::open(self.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if ping.is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.stop();
+        false
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("find a free loopback port")
+}
+
+/// Runs SWL.CHECK (or any command given as `name`) and returns its reply.
+pub fn call(con: &mut Connection, args: &[&[u8]]) -> Result<Value, RedisError> {
+    let mut command = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("SWL.CHECK"));
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command.query(con)
+}
+
+/// `SWL.CHECK key args...`, expected to succeed with five integers.
+pub fn check(con: &mut Connection, key: &str, args: &[&str]) -> [i64; 5] {
+    let reply: Vec<i64> = redis::cmd("SWL.CHECK")
+        .arg(key)
+        .arg(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("SWL.CHECK {key} {args:?} failed: {e}"));
+    reply
+        .try_into()
+        .unwrap_or_else(|r| panic!("expected five integers, got {r:?}"))
+}
+
+/// The exact error text a command replies with (code and message).
+pub fn error_text(error: &RedisError) -> String {
+    match (error.code(), error.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => error.to_string(),
+    }
+}
+
+/// `SWL.CHECK key args...`, expected to fail: the error's exact text.
+pub fn check_error(con: &mut Connection, key: &[u8], args: &[&[u8]]) -> String {
+    let result: Result<Value, RedisError> = redis::cmd("SWL.CHECK").arg(key).arg(args).query(con);
+    match result {
+        Err(error) => error_text(&error),
+        Ok(value) => panic!("expected an error, got {value:?}"),
+    }
+}
+
+/// A key's entries, oldest first: (member, score).
+pub fn entries(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .expect("ZRANGE")
+}
+
+/// A key's scores, oldest first.
+pub fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
+    entries(con, key.as_bytes()).into_iter().map(|(_, s)| s).collect()
+}
+
+/// A key's absolute expiry in ms: -1 without one, -2 when there is no key.
+pub fn expire_time(con: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).expect("PEXPIRETIME")
+}
+
+pub fn pttl(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).expect("PTTL")
+}
+
+/// The server's clock in Unix milliseconds.
+pub fn server_ms(con: &mut Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Everything about a key that a check could change: type, entries, expiry.
+pub fn snapshot(con: &mut Connection, key: &[u8]) -> (String, Option<Vec<u8>>, i64) {
+    let kind: String = redis::cmd("TYPE").arg(key).query(con).expect("TYPE");
+    let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query(con).expect("DUMP");
+    (kind, dump, expire_time(con, key))
+}
