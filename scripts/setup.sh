@@ -9,13 +9,15 @@ missing=()
 
 have_libclang() {
     # bindgen honours LIBCLANG_PATH; otherwise it searches the usual places.
-    if [ -n "${LIBCLANG_PATH:-}" ] && compgen -G "${LIBCLANG_PATH}/libclang*.so*" >/dev/null; then
-        return 0
-    fi
-    compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null ||
-        compgen -G "/usr/lib/llvm-*/lib/libclang-*.so*" >/dev/null ||
-        compgen -G "/usr/lib/*/libclang*.so*" >/dev/null ||
-        compgen -G "/usr/lib/libclang*.so*" >/dev/null
+    # (libclang-cpp.so is a different library and does not count.)
+    local dir
+    for dir in "${LIBCLANG_PATH:-}" /usr/lib/llvm-*/lib /usr/lib/*-linux-gnu /usr/lib /usr/local/lib; do
+        [ -n "$dir" ] || continue
+        if compgen -G "$dir/libclang.so*" >/dev/null || compgen -G "$dir/libclang-[0-9]*.so*" >/dev/null; then
+            return 0
+        fi
+    done
+    return 1
 }
 
 # The builtin C headers (stddef.h, ...) ship apart from the library itself.

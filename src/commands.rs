@@ -7,7 +7,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use crate::error::SwlError;
 use crate::request::{parse_check, Now};
 use crate::window::{admits, verdict, widest, Verdict};
-use crate::zset::{server_time_ms, Access, ZsetKey};
+use crate::zset::{server_time_ms, ZsetKey};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n]
 ///
@@ -22,7 +22,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Now::ServerClock => clock,
             Now::At(ms) => ms,
         };
-        let key = ZsetKey::open(ctx, &args[1], Access::Write)?;
+        let key = ZsetKey::open(ctx, &args[1])?;
         let windows = &request.windows;
         key.trim_through(widest(windows).floor(now));
         let allowed = admits(&key, windows, now, request.cost);

@@ -25,7 +25,11 @@ impl fmt::Display for SwlError {
             SwlError::WindowMs => write!(f, "ERR window_ms must be an integer from 1 to {MAX_MS}"),
             SwlError::Limit => write!(f, "ERR limit must be an integer from 0 to {MAX_MS}"),
             SwlError::NowMs => write!(f, "ERR now_ms must be an integer from 0 to {MAX_MS}, or *"),
-            SwlError::Cost => write!(f, "ERR cost must be an integer from 1 to {}", crate::request::MAX_COST),
+            SwlError::Cost => write!(
+                f,
+                "ERR cost must be an integer from 1 to {}",
+                crate::request::MAX_COST
+            ),
             SwlError::Syntax => write!(f, "ERR syntax error"),
             SwlError::WrongType => write!(
                 f,

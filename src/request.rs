@@ -62,7 +62,9 @@ fn parse_now(now: &[u8]) -> Result<Now, SwlError> {
     if now == b"*" {
         return Ok(Now::ServerClock);
     }
-    parse_int(now, 0, MAX_MS).map(Now::At).ok_or(SwlError::NowMs)
+    parse_int(now, 0, MAX_MS)
+        .map(Now::At)
+        .ok_or(SwlError::NowMs)
 }
 
 /// A plain decimal integer within `min..=max`: ASCII digits only, no sign,
@@ -112,13 +114,19 @@ mod tests {
 
     #[test]
     fn star_means_the_server_clock() {
-        assert_eq!(parse(&["k", "1", "0", "*"]).map(|r| r.now), Ok(Now::ServerClock));
+        assert_eq!(
+            parse(&["k", "1", "0", "*"]).map(|r| r.now),
+            Ok(Now::ServerClock)
+        );
     }
 
     #[test]
     fn cost_keyword_is_case_insensitive() {
         for keyword in ["COST", "cost", "CoSt"] {
-            assert_eq!(parse(&["k", "1", "5", "0", keyword, "3"]).map(|r| r.cost), Ok(3));
+            assert_eq!(
+                parse(&["k", "1", "5", "0", keyword, "3"]).map(|r| r.cost),
+                Ok(3)
+            );
         }
     }
 
@@ -135,26 +143,52 @@ mod tests {
                 cost: MAX_COST,
             })
         );
-        assert_eq!(parse(&["k", "1", "0", "0"]).map(|r| r.windows), Ok(vec![window(1, 0)]));
+        assert_eq!(
+            parse(&["k", "1", "0", "0"]).map(|r| r.windows),
+            Ok(vec![window(1, 0)])
+        );
     }
 
     #[test]
     fn malformed_numbers_name_their_argument() {
         let over = (MAX_MS + 1).to_string();
-        let bad = ["", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "01", "abc", "1\0", &over];
+        let bad = [
+            "", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "01", "abc", "1\0", &over,
+        ];
         for text in bad {
-            assert_eq!(parse(&["k", text, "1", "0"]), Err(SwlError::WindowMs), "{text:?}");
-            assert_eq!(parse(&["k", "1", text, "0"]), Err(SwlError::Limit), "{text:?}");
-            assert_eq!(parse(&["k", "1", "1", text]), Err(SwlError::NowMs), "{text:?}");
+            assert_eq!(
+                parse(&["k", text, "1", "0"]),
+                Err(SwlError::WindowMs),
+                "{text:?}"
+            );
+            assert_eq!(
+                parse(&["k", "1", text, "0"]),
+                Err(SwlError::Limit),
+                "{text:?}"
+            );
+            assert_eq!(
+                parse(&["k", "1", "1", text]),
+                Err(SwlError::NowMs),
+                "{text:?}"
+            );
             let cost = parse(&["k", "1", "1", "0", "COST", text]);
             assert_eq!(cost, Err(SwlError::Cost), "{text:?}");
         }
         assert_eq!(parse(&["k", "0", "1", "0"]), Err(SwlError::WindowMs));
-        assert_eq!(parse(&["k", "1", "1", "0", "COST", "0"]), Err(SwlError::Cost));
+        assert_eq!(
+            parse(&["k", "1", "1", "0", "COST", "0"]),
+            Err(SwlError::Cost)
+        );
         let over_cost = (MAX_COST + 1).to_string();
-        assert_eq!(parse(&["k", "1", "1", "0", "COST", &over_cost]), Err(SwlError::Cost));
+        assert_eq!(
+            parse(&["k", "1", "1", "0", "COST", &over_cost]),
+            Err(SwlError::Cost)
+        );
         assert_eq!(parse(&["k", "1", "1", "**"]), Err(SwlError::NowMs));
-        assert_eq!(parse(&["k", "1", "1", "99999999999999999999999"]), Err(SwlError::NowMs));
+        assert_eq!(
+            parse(&["k", "1", "1", "99999999999999999999999"]),
+            Err(SwlError::NowMs)
+        );
     }
 
     #[test]
@@ -179,7 +213,11 @@ mod tests {
             &["COSTS", "1"],
             &[""],
         ] {
-            let args: Vec<&str> = ["k", "1", "1", "0"].iter().chain(options).copied().collect();
+            let args: Vec<&str> = ["k", "1", "1", "0"]
+                .iter()
+                .chain(options)
+                .copied()
+                .collect();
             assert_eq!(parse(&args), Err(SwlError::Syntax), "{options:?}");
         }
     }

@@ -99,9 +99,13 @@ pub fn verdict(
         (denies, reply)
     });
     let binding = if allowed {
-        described
-            .map(|(_, reply)| reply)
-            .reduce(|best, next| if next.remaining < best.remaining { next } else { best })
+        described.map(|(_, reply)| reply).reduce(|best, next| {
+            if next.remaining < best.remaining {
+                next
+            } else {
+                best
+            }
+        })
     } else {
         described
             .filter(|&(denies, _)| denies)
@@ -122,7 +126,9 @@ pub fn verdict(
         Verdict {
             allowed,
             limit: first.limit,
-            remaining: first.limit.saturating_sub(log.count_above(first.floor(now))),
+            remaining: first
+                .limit
+                .saturating_sub(log.count_above(first.floor(now))),
             retry_after_ms: if allowed { -1 } else { 1 },
             reset_after_ms: 0,
         }
@@ -146,7 +152,10 @@ fn retry_after(log: &impl ScoreLog, window: Window, now: u64, count: u64, cost: 
     if cost > window.limit {
         return -1;
     }
-    let k = count.saturating_add(cost).saturating_sub(window.limit).max(1);
+    let k = count
+        .saturating_add(cost)
+        .saturating_sub(window.limit)
+        .max(1);
     match log.kth_above(window.floor(now), k) {
         Some(score) => ms_until_left(score, window, now).max(1),
         None => 1,
@@ -310,7 +319,16 @@ pub(crate) mod tests {
     #[test]
     fn fractional_and_infinite_scores_round_up_and_clamp() {
         let log = VecLog(vec![4500.5, f64::INFINITY]);
-        let v = verdict(&log, &[Window { window_ms: 1000, limit: 2 }], 5000, 1, false);
+        let v = verdict(
+            &log,
+            &[Window {
+                window_ms: 1000,
+                limit: 2,
+            }],
+            5000,
+            1,
+            false,
+        );
         assert_eq!(v.retry_after_ms, 501);
         assert_eq!(v.reset_after_ms, i64::MAX);
     }
@@ -327,7 +345,10 @@ pub(crate) mod tests {
         };
         assert_eq!(widest(&[short, long]), long);
         let log = VecLog::of(&[95]);
-        assert_eq!(verdict(&log, &[short, long], 100, 1, true).reset_after_ms, 95);
+        assert_eq!(
+            verdict(&log, &[short, long], 100, 1, true).reset_after_ms,
+            95
+        );
     }
 
     #[test]

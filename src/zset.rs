@@ -21,13 +21,6 @@ pub fn server_time_ms() -> u64 {
     u64::try_from(now).unwrap_or(0)
 }
 
-/// Whether a key is opened to be changed or only looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-}
-
 /// An open sorted-set key (or an empty one), closed when dropped.
 pub struct ZsetKey {
     ctx: *mut raw::RedisModuleCtx,
@@ -37,11 +30,8 @@ pub struct ZsetKey {
 
 impl ZsetKey {
     /// Opens `name`; a key that holds anything but a sorted set is WRONGTYPE.
-    pub fn open(ctx: &Context, name: &RedisString, access: Access) -> Result<Self, SwlError> {
-        let mode = match access {
-            Access::Read => raw::REDISMODULE_READ,
-            Access::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-        };
+    pub fn open(ctx: &Context, name: &RedisString) -> Result<Self, SwlError> {
+        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_WRITE;
         // SAFETY: ctx and name are live for the whole command call; the
         // returned handle is owned by the guard, which closes it exactly once.
         let key = unsafe {
@@ -238,7 +228,8 @@ impl ZsetKey {
     fn new_number(&self, value: i64) -> *mut raw::RedisModuleString {
         // SAFETY: ctx is live; the string is freed by the caller.
         unsafe {
-            raw::RedisModule_CreateStringFromLongLong.map_or(ptr::null_mut(), |f| f(self.ctx, value))
+            raw::RedisModule_CreateStringFromLongLong
+                .map_or(ptr::null_mut(), |f| f(self.ctx, value))
         }
     }
 
@@ -307,9 +298,8 @@ impl<'a> ScoreRange<'a> {
         // SAFETY: key is live and holds a sorted set when non-empty.
         let open = key.key_type() == raw::KeyType::ZSet
             && unsafe {
-                raw::RedisModule_ZsetFirstInScoreRange.map_or(0, |f| {
-                    f(key.key, min, max, c_int::from(exclude_min), 0)
-                })
+                raw::RedisModule_ZsetFirstInScoreRange
+                    .map_or(0, |f| f(key.key, min, max, c_int::from(exclude_min), 0))
             } == raw::REDISMODULE_OK as c_int;
         ScoreRange { key, open }
     }
@@ -326,7 +316,8 @@ impl<'a> ScoreRange<'a> {
 
     fn at_end(&self) -> bool {
         // SAFETY: only asked of an open range on a live key.
-        !self.open || unsafe { raw::RedisModule_ZsetRangeEndReached.map_or(1, |f| f(self.key.key)) } != 0
+        !self.open
+            || unsafe { raw::RedisModule_ZsetRangeEndReached.map_or(1, |f| f(self.key.key)) } != 0
     }
 
     /// The current entry's member (owned by the caller) and score.
@@ -356,14 +347,18 @@ impl<'a> ScoreRange<'a> {
 
     fn advance(&mut self) {
         // SAFETY: moving an open iterator on a live key.
-        if self.open && unsafe { raw::RedisModule_ZsetRangeNext.map_or(0, |f| f(self.key.key)) } == 0 {
+        if self.open
+            && unsafe { raw::RedisModule_ZsetRangeNext.map_or(0, |f| f(self.key.key)) } == 0
+        {
             self.stop();
         }
     }
 
     fn retreat(&mut self) {
         // SAFETY: moving an open iterator on a live key.
-        if self.open && unsafe { raw::RedisModule_ZsetRangePrev.map_or(0, |f| f(self.key.key)) } == 0 {
+        if self.open
+            && unsafe { raw::RedisModule_ZsetRangePrev.map_or(0, |f| f(self.key.key)) } == 0
+        {
             self.stop();
         }
     }

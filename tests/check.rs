@@ -9,15 +9,33 @@ use support::{check, entries, expire_time, pttl, scores, server_ms, Server};
 fn admits_up_to_the_limit_then_denies() {
     let server = Server::start();
     let mut con = server.connect();
-    assert_eq!(check(&mut con, "k", &["1000", "3", "5000"]), [1, 3, 2, -1, 1000]);
-    assert_eq!(check(&mut con, "k", &["1000", "3", "5100"]), [1, 3, 1, -1, 1000]);
-    assert_eq!(check(&mut con, "k", &["1000", "3", "5200"]), [1, 3, 0, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "5000"]),
+        [1, 3, 2, -1, 1000]
+    );
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "5100"]),
+        [1, 3, 1, -1, 1000]
+    );
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "5200"]),
+        [1, 3, 0, -1, 1000]
+    );
     // Full: the oldest entry (5000) leaves the window at 6000.
-    assert_eq!(check(&mut con, "k", &["1000", "3", "5300"]), [0, 3, 0, 700, 900]);
-    assert_eq!(check(&mut con, "k", &["1000", "3", "5999"]), [0, 3, 0, 1, 201]);
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "5300"]),
+        [0, 3, 0, 700, 900]
+    );
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "5999"]),
+        [0, 3, 0, 1, 201]
+    );
     assert_eq!(scores(&mut con, "k"), [5000.0, 5100.0, 5200.0]);
     // At 6000 the entry at 5000 is out (score <= t - W) and is trimmed.
-    assert_eq!(check(&mut con, "k", &["1000", "3", "6000"]), [1, 3, 0, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "k", &["1000", "3", "6000"]),
+        [1, 3, 0, -1, 1000]
+    );
     assert_eq!(scores(&mut con, "k"), [5100.0, 5200.0, 6000.0]);
 }
 
@@ -27,10 +45,16 @@ fn entry_at_window_edge_is_out_and_one_later_is_in() {
     let mut con = server.connect();
     check(&mut con, "edge", &["1000", "1", "4000"]);
     // t - W = 4000: the entry at 4000 has left, the request is admitted.
-    assert_eq!(check(&mut con, "edge", &["1000", "1", "5000"]), [1, 1, 0, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "edge", &["1000", "1", "5000"]),
+        [1, 1, 0, -1, 1000]
+    );
     assert_eq!(scores(&mut con, "edge"), [5000.0]);
     // t - W + 1 = 5000: the entry at 5000 is still in, the request is denied.
-    assert_eq!(check(&mut con, "edge", &["1000", "1", "5999"]), [0, 1, 0, 1, 1]);
+    assert_eq!(
+        check(&mut con, "edge", &["1000", "1", "5999"]),
+        [0, 1, 0, 1, 1]
+    );
     assert_eq!(scores(&mut con, "edge"), [5000.0]);
 }
 
@@ -39,9 +63,15 @@ fn same_millisecond_requests_are_all_counted() {
     let server = Server::start();
     let mut con = server.connect();
     for remaining in [4, 3, 2, 1, 0] {
-        assert_eq!(check(&mut con, "ms", &["1000", "5", "7000"]), [1, 5, remaining, -1, 1000]);
+        assert_eq!(
+            check(&mut con, "ms", &["1000", "5", "7000"]),
+            [1, 5, remaining, -1, 1000]
+        );
     }
-    assert_eq!(check(&mut con, "ms", &["1000", "5", "7000"]), [0, 5, 0, 1000, 1000]);
+    assert_eq!(
+        check(&mut con, "ms", &["1000", "5", "7000"]),
+        [0, 5, 0, 1000, 1000]
+    );
     let entries = entries(&mut con, b"ms");
     assert_eq!(entries.len(), 5);
     let mut members: Vec<&Vec<u8>> = entries.iter().map(|(m, _)| m).collect();
@@ -58,15 +88,27 @@ fn same_millisecond_requests_are_all_counted() {
 fn cost_records_that_many_entries_or_none() {
     let server = Server::start();
     let mut con = server.connect();
-    assert_eq!(check(&mut con, "c", &["1000", "5", "100", "COST", "3"]), [1, 5, 2, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "c", &["1000", "5", "100", "COST", "3"]),
+        [1, 5, 2, -1, 1000]
+    );
     assert_eq!(scores(&mut con, "c"), [100.0; 3]);
     // 3 + 3 > 5: denied; the oldest one must leave, at 1100.
-    assert_eq!(check(&mut con, "c", &["1000", "5", "200", "cost", "3"]), [0, 5, 2, 900, 900]);
+    assert_eq!(
+        check(&mut con, "c", &["1000", "5", "200", "cost", "3"]),
+        [0, 5, 2, 900, 900]
+    );
     assert_eq!(scores(&mut con, "c"), [100.0; 3]);
-    assert_eq!(check(&mut con, "c", &["1000", "5", "200", "Cost", "2"]), [1, 5, 0, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "c", &["1000", "5", "200", "Cost", "2"]),
+        [1, 5, 0, -1, 1000]
+    );
     assert_eq!(scores(&mut con, "c"), [100.0, 100.0, 100.0, 200.0, 200.0]);
     // Needs 4 entries gone: the fourth oldest is at 200, out at 1200.
-    assert_eq!(check(&mut con, "c", &["1000", "5", "300", "COST", "4"]), [0, 5, 0, 900, 900]);
+    assert_eq!(
+        check(&mut con, "c", &["1000", "5", "300", "COST", "4"]),
+        [0, 5, 0, 900, 900]
+    );
 }
 
 #[test]
@@ -77,13 +119,25 @@ fn retry_after_waits_for_the_kth_oldest_entry() {
         check(&mut con, "r", &["1000", "4", t]);
     }
     // count 4, cost 1: k = 1 -> 1000 + 1000 - 1800 = 200.
-    assert_eq!(check(&mut con, "r", &["1000", "4", "1800"]), [0, 4, 0, 200, 950]);
+    assert_eq!(
+        check(&mut con, "r", &["1000", "4", "1800"]),
+        [0, 4, 0, 200, 950]
+    );
     // cost 3: k = 3 -> 1500 + 1000 - 1800 = 700.
-    assert_eq!(check(&mut con, "r", &["1000", "4", "1800", "COST", "3"]), [0, 4, 0, 700, 950]);
+    assert_eq!(
+        check(&mut con, "r", &["1000", "4", "1800", "COST", "3"]),
+        [0, 4, 0, 700, 950]
+    );
     // cost 4 = limit: k = 4 -> the newest, 1750 + 1000 - 1800 = 950.
-    assert_eq!(check(&mut con, "r", &["1000", "4", "1800", "COST", "4"]), [0, 4, 0, 950, 950]);
+    assert_eq!(
+        check(&mut con, "r", &["1000", "4", "1800", "COST", "4"]),
+        [0, 4, 0, 950, 950]
+    );
     // cost 5 > limit: waiting cannot help.
-    assert_eq!(check(&mut con, "r", &["1000", "4", "1800", "COST", "5"]), [0, 4, 0, -1, 950]);
+    assert_eq!(
+        check(&mut con, "r", &["1000", "4", "1800", "COST", "5"]),
+        [0, 4, 0, -1, 950]
+    );
 }
 
 #[test]
@@ -91,8 +145,14 @@ fn entries_from_the_future_count_and_extend_the_reset() {
     let server = Server::start();
     let mut con = server.connect();
     check(&mut con, "f", &["1000", "2", "9000"]);
-    assert_eq!(check(&mut con, "f", &["1000", "2", "5000"]), [1, 2, 0, -1, 5000]);
-    assert_eq!(check(&mut con, "f", &["1000", "2", "5000"]), [0, 2, 0, 1000, 5000]);
+    assert_eq!(
+        check(&mut con, "f", &["1000", "2", "5000"]),
+        [1, 2, 0, -1, 5000]
+    );
+    assert_eq!(
+        check(&mut con, "f", &["1000", "2", "5000"]),
+        [0, 2, 0, 1000, 5000]
+    );
 }
 
 #[test]
@@ -115,8 +175,15 @@ fn denied_request_keeps_an_existing_ttl() {
     let mut con = server.connect();
     check(&mut con, "d", &["60000", "1", "1000"]);
     let custom = server_ms(&mut con) as i64 + 3_600_000;
-    let _: () = redis::cmd("PEXPIREAT").arg("d").arg(custom).query(&mut con).unwrap();
-    assert_eq!(check(&mut con, "d", &["60000", "1", "2000"]), [0, 1, 0, 59000, 59000]);
+    let _: () = redis::cmd("PEXPIREAT")
+        .arg("d")
+        .arg(custom)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        check(&mut con, "d", &["60000", "1", "2000"]),
+        [0, 1, 0, 59000, 59000]
+    );
     assert_eq!(expire_time(&mut con, b"d"), custom);
 }
 
@@ -127,7 +194,10 @@ fn denied_request_gives_a_key_without_ttl_one() {
     check(&mut con, "p", &["60000", "1", "1000"]);
     let _: () = redis::cmd("PERSIST").arg("p").query(&mut con).unwrap();
     assert_eq!(expire_time(&mut con, b"p"), -1);
-    assert_eq!(check(&mut con, "p", &["60000", "1", "31000"]), [0, 1, 0, 30000, 30000]);
+    assert_eq!(
+        check(&mut con, "p", &["60000", "1", "31000"]),
+        [0, 1, 0, 30000, 30000]
+    );
     let ttl = pttl(&mut con, "p");
     assert!((29_000..=30_000).contains(&ttl), "pttl {ttl}");
 }
@@ -137,18 +207,30 @@ fn star_uses_the_server_clock() {
     let server = Server::start();
     let mut con = server.connect();
     let before = server_ms(&mut con);
-    assert_eq!(check(&mut con, "now", &["1000", "5", "*"]), [1, 5, 4, -1, 1000]);
+    assert_eq!(
+        check(&mut con, "now", &["1000", "5", "*"]),
+        [1, 5, 4, -1, 1000]
+    );
     let after = server_ms(&mut con);
     let recorded = scores(&mut con, "now")[0] as u64;
-    assert!((before..=after).contains(&recorded), "{before} <= {recorded} <= {after}");
+    assert!(
+        (before..=after).contains(&recorded),
+        "{before} <= {recorded} <= {after}"
+    );
 }
 
 #[test]
 fn zero_limit_denies_and_creates_nothing() {
     let server = Server::start();
     let mut con = server.connect();
-    assert_eq!(check(&mut con, "zero", &["1000", "0", "5000"]), [0, 0, 0, -1, 0]);
-    assert_eq!(check(&mut con, "zero", &["1000", "0", "*"]), [0, 0, 0, -1, 0]);
+    assert_eq!(
+        check(&mut con, "zero", &["1000", "0", "5000"]),
+        [0, 0, 0, -1, 0]
+    );
+    assert_eq!(
+        check(&mut con, "zero", &["1000", "0", "*"]),
+        [0, 0, 0, -1, 0]
+    );
     let exists: i64 = redis::cmd("EXISTS").arg("zero").query(&mut con).unwrap();
     assert_eq!(exists, 0);
 }
@@ -160,13 +242,19 @@ fn a_check_that_empties_the_log_leaves_no_key() {
     check(&mut con, "gone", &["1000", "2", "1000"]);
     check(&mut con, "gone", &["1000", "2", "1500"]);
     // Everything left the window and the cost can never fit: nothing stays.
-    assert_eq!(check(&mut con, "gone", &["1000", "2", "9000", "COST", "3"]), [0, 2, 2, -1, 0]);
+    assert_eq!(
+        check(&mut con, "gone", &["1000", "2", "9000", "COST", "3"]),
+        [0, 2, 2, -1, 0]
+    );
     let exists: i64 = redis::cmd("EXISTS").arg("gone").query(&mut con).unwrap();
     assert_eq!(exists, 0);
     // Partly out: only the old entry goes.
     check(&mut con, "part", &["1000", "5", "1000"]);
     check(&mut con, "part", &["1000", "5", "1500"]);
-    assert_eq!(check(&mut con, "part", &["1000", "5", "2200", "COST", "9"]), [0, 5, 4, -1, 300]);
+    assert_eq!(
+        check(&mut con, "part", &["1000", "5", "2200", "COST", "9"]),
+        [0, 5, 4, -1, 300]
+    );
     assert_eq!(scores(&mut con, "part"), [1500.0]);
 }
 
@@ -211,13 +299,22 @@ fn a_key_written_by_the_usual_script_works_unchanged() {
             .unwrap();
         assert_eq!(allowed, 1);
     }
-    assert_eq!(check(&mut con, "legacy", &["10000", "4", "1300"]), [1, 4, 0, -1, 10000]);
-    assert_eq!(check(&mut con, "legacy", &["10000", "4", "1400"]), [0, 4, 0, 9600, 9900]);
+    assert_eq!(
+        check(&mut con, "legacy", &["10000", "4", "1300"]),
+        [1, 4, 0, -1, 10000]
+    );
+    assert_eq!(
+        check(&mut con, "legacy", &["10000", "4", "1400"]),
+        [0, 4, 0, 9600, 9900]
+    );
     let entries = entries(&mut con, b"legacy");
     let members: Vec<&[u8]> = entries.iter().take(3).map(|(m, _)| m.as_slice()).collect();
     assert_eq!(members, [&b"1000"[..], b"1100", b"1200"]);
     // The trim also removes the script's entries once they leave.
-    assert_eq!(check(&mut con, "legacy", &["10000", "4", "11100"]), [1, 4, 1, -1, 10000]);
+    assert_eq!(
+        check(&mut con, "legacy", &["10000", "4", "11100"]),
+        [1, 4, 1, -1, 10000]
+    );
     assert_eq!(scores(&mut con, "legacy"), [1200.0, 1300.0, 11100.0]);
 }
 
@@ -227,9 +324,17 @@ fn many_entries_trim_in_one_call() {
     let mut con = server.connect();
     // Enough entries that Redis converts the set to a skiplist.
     for t in 0..300 {
-        check(&mut con, "big", &["1000000", "1000", &(1000 + t).to_string()]);
+        check(
+            &mut con,
+            "big",
+            &["1000000", "1000", &(1000 + t).to_string()],
+        );
     }
-    let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg("big").query(&mut con).unwrap();
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("big")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(encoding, "skiplist");
     // At t = 1001150 the 151 entries 1000..=1150 have left the window.
     let reply = check(&mut con, "big", &["1000000", "1000", "1001150"]);
@@ -246,6 +351,10 @@ fn small_logs_stay_in_the_compact_encoding() {
     for _ in 0..128 {
         check(&mut con, "small", &["1000", "1000", "*"]);
     }
-    let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg("small").query(&mut con).unwrap();
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("small")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(encoding, "listpack");
 }

@@ -158,7 +158,11 @@ impl Server {
     /// port and directory, so it reloads whatever it persisted.
     pub fn restart(&mut self) {
         self.stop();
-        assert!(self.spawn(), "redis-server did not restart; log:\n{}", self.log());
+        assert!(
+            self.spawn(),
+            "redis-server did not restart; log:\n{}",
+            self.log()
+        );
     }
 
     /// Whether the process is still running.
@@ -179,6 +183,7 @@ impl Server {
             .arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--repl-diskless-sync-delay", "0"])
             .arg("--dir")
             .arg(self.dir.path())
             .args(["--logfile", "redis.log", "--daemonize", "no"]);
@@ -285,12 +290,18 @@ pub fn entries(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
 
 /// A key's scores, oldest first.
 pub fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
-    entries(con, key.as_bytes()).into_iter().map(|(_, s)| s).collect()
+    entries(con, key.as_bytes())
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect()
 }
 
 /// A key's absolute expiry in ms: -1 without one, -2 when there is no key.
 pub fn expire_time(con: &mut Connection, key: &[u8]) -> i64 {
-    redis::cmd("PEXPIRETIME").arg(key).query(con).expect("PEXPIRETIME")
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("PEXPIRETIME")
 }
 
 pub fn pttl(con: &mut Connection, key: &str) -> i64 {

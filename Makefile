@@ -1,0 +1,26 @@
+# make run   build the module and start redis-server with it (PORT=6379)
+# make test  unit tests and integration tests against real redis-server
+# make lint  rustfmt and clippy, as CI checks them
+# Both install what is missing first (scripts/setup.sh).
+
+PORT ?= 6379
+CARGO ?= cargo
+MODULE := $(abspath target/release/libredis_swl.so)
+
+.PHONY: setup build run test lint
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release --lib
+
+run: build
+	exec redis-server --port $(PORT) --loadmodule $(MODULE)
+
+test: build lint
+	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets --quiet -- -D warnings
