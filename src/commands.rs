@@ -5,65 +5,114 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::error::SwlError;
-use crate::request::{parse_check, Now};
-use crate::window::{admits, verdict, widest, Verdict};
-use crate::zset::{server_time_ms, ZsetKey};
+use crate::request::{parse, Command, Now, Request};
+use crate::stats;
+use crate::window::{admits, largest_limit, verdict, widest, Verdict, WithRecorded};
+use crate::zset::{server_time_ms, Access, ZsetKey};
 
-/// SWL.CHECK key window_ms limit now_ms [COST n]
+/// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
-/// Trims the log to the window, admits the request if it fits, records it
-/// with `cost` entries, and replies `[allowed, limit, remaining,
-/// retry_after_ms, reset_after_ms]`.
+/// Trims the log to the widest window, admits the request if every window
+/// has room for `cost` more units, records it as `cost` entries, and replies
+/// `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`.
 pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(|| {
-        let request = parse_check(&args)?;
+    let outcome = guarded(|| {
+        let request = parse(Command::Check, &args)?;
         let clock = server_time_ms();
-        let now = match request.now {
-            Now::ServerClock => clock,
-            Now::At(ms) => ms,
-        };
-        let key = ZsetKey::open(ctx, &args[1])?;
-        let windows = &request.windows;
+        let now = moment(&request, clock);
+        let key = ZsetKey::open(ctx, &args[1], Access::Write)?;
+        let (windows, cost) = (&request.windows, request.cost);
         key.trim_through(widest(windows).floor(now));
-        let allowed = admits(&key, windows, now, request.cost);
-        if allowed {
-            key.record(now, request.cost);
+        let allowed = admits(&key, windows, now, cost);
+        let recorded = allowed || request.penalize;
+        if recorded {
+            key.record(now, cost);
         }
-        let reply = verdict(&key, windows, now, request.cost, allowed);
+        if !allowed && request.penalize {
+            // However hard a client retries, its log stays this small.
+            key.cap_to(largest_limit(windows));
+        }
+        let reply = verdict(&key, windows, now, cost, allowed);
         // The key lives exactly as long as its newest entry stays in the
         // window. A denial keeps an existing expiry but repairs a missing one.
-        if allowed || key.expire_at().is_none() {
+        if recorded || key.expire_at().is_none() {
             key.set_expire_at(clock.saturating_add_signed(reply.reset_after_ms) as i64);
         }
         Ok(reply)
-    })
+    });
+    if let Ok(reply) = &outcome {
+        stats::count_check(reply.allowed);
+    }
+    respond(outcome)
+}
+
+/// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+///
+/// The reply SWL.CHECK would give now with the same arguments, without
+/// changing anything: entries outside the window are ignored, not removed.
+pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let outcome = guarded(|| {
+        let request = parse(Command::Peek, &args)?;
+        let now = moment(&request, server_time_ms());
+        let key = ZsetKey::open(ctx, &args[1], Access::Read)?;
+        let (windows, cost) = (&request.windows, request.cost);
+        let allowed = admits(&key, windows, now, cost);
+        let after = WithRecorded {
+            log: &key,
+            score: now as f64,
+            count: if allowed { cost } else { 0 },
+        };
+        Ok(verdict(&after, windows, now, cost, allowed))
+    });
+    if outcome.is_ok() {
+        stats::count_peek();
+    }
+    respond(outcome)
+}
+
+fn moment(request: &Request, clock: u64) -> u64 {
+    match request.now {
+        Now::ServerClock => clock,
+        Now::At(ms) => ms,
+    }
 }
 
 /// Runs a command body so that no panic unwinds into the server: a panic
 /// becomes an error reply instead of aborting redis-server.
-fn guarded(body: impl FnOnce() -> Result<Verdict, SwlError>) -> RedisResult {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(verdict)) => Ok(reply(verdict)),
-        Ok(Err(error)) => Err(error.into()),
-        Err(_) => Err(SwlError::Internal.into()),
+fn guarded(body: impl FnOnce() -> Result<Verdict, SwlError>) -> Result<Verdict, SwlError> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(Err(SwlError::Internal))
+}
+
+fn respond(outcome: Result<Verdict, SwlError>) -> RedisResult {
+    match outcome {
+        Ok(verdict) => Ok(RedisValue::Array(vec![
+            RedisValue::Integer(i64::from(verdict.allowed)),
+            RedisValue::Integer(verdict.limit as i64),
+            RedisValue::Integer(verdict.remaining as i64),
+            RedisValue::Integer(verdict.retry_after_ms),
+            RedisValue::Integer(verdict.reset_after_ms),
+        ])),
+        Err(error) => {
+            stats::count_error();
+            Err(match error {
+                SwlError::WrongArity => RedisError::WrongArity,
+                other => RedisError::String(other.to_string()),
+            })
+        }
     }
 }
 
-fn reply(verdict: Verdict) -> RedisValue {
-    RedisValue::Array(vec![
-        RedisValue::Integer(i64::from(verdict.allowed)),
-        RedisValue::Integer(verdict.limit as i64),
-        RedisValue::Integer(verdict.remaining as i64),
-        RedisValue::Integer(verdict.retry_after_ms),
-        RedisValue::Integer(verdict.reset_after_ms),
-    ])
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl From<SwlError> for RedisError {
-    fn from(error: SwlError) -> Self {
-        match error {
-            SwlError::WrongArity => RedisError::WrongArity,
-            other => RedisError::String(other.to_string()),
-        }
+    #[test]
+    fn a_panic_becomes_an_internal_error() {
+        let outcome = guarded(|| panic!("a bug"));
+        assert_eq!(outcome, Err(SwlError::Internal));
+        assert_eq!(
+            SwlError::Internal.to_string(),
+            "ERR internal error in the swl module"
+        );
     }
 }

@@ -2,11 +2,14 @@
 //! This file only assembles the module.
 
 mod commands;
+mod docs;
 mod error;
 mod request;
+mod stats;
 mod window;
 mod zset;
 
+use docs::register_command_docs;
 use redis_module::redis_module;
 
 // Unit tests run without a server, where Redis's allocator does not exist.
@@ -24,7 +27,9 @@ redis_module! {
     version: 1,
     allocator: (ModuleAllocator, MODULE_ALLOCATOR),
     data_types: [],
+    init: register_command_docs,
     commands: [
         ["swl.check", commands::check, "write deny-oom", 1, 1, 1, ""],
+        ["swl.peek", commands::peek, "readonly", 1, 1, 1, ""],
     ],
 }

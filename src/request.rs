@@ -19,23 +19,36 @@ pub enum Now {
     At(u64),
 }
 
-/// `SWL.CHECK key window_ms limit now_ms [COST n]`, without the key.
+/// Which command the arguments are for: PENALIZE belongs to SWL.CHECK only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Check,
+    Peek,
+}
+
+/// `key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+/// [PENALIZE]`, without the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckRequest {
+pub struct Request {
+    /// The first window, then each WINDOW option in order; never empty.
     pub windows: Vec<Window>,
     pub now: Now,
     pub cost: u64,
+    /// Record denied requests too (SWL.CHECK only).
+    pub penalize: bool,
 }
 
 /// Parses the whole argument vector, command name and key included.
-pub fn parse_check<A: Deref<Target = [u8]>>(args: &[A]) -> Result<CheckRequest, SwlError> {
+/// Options may come in any order; COST and PENALIZE at most once each.
+pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Request, SwlError> {
     let [_name, _key, window_ms, limit, now, options @ ..] = args else {
         return Err(SwlError::WrongArity);
     };
-    let mut request = CheckRequest {
+    let mut request = Request {
         windows: vec![parse_window(window_ms, limit)?],
         now: parse_now(now)?,
         cost: 1,
+        penalize: false,
     };
     let mut cost_seen = false;
     let mut rest = options.iter();
@@ -44,6 +57,16 @@ pub fn parse_check<A: Deref<Target = [u8]>>(args: &[A]) -> Result<CheckRequest, 
             let value = rest.next().ok_or(SwlError::Syntax)?;
             request.cost = parse_int(value, 1, MAX_COST).ok_or(SwlError::Cost)?;
             cost_seen = true;
+        } else if option.eq_ignore_ascii_case(b"WINDOW") {
+            let (Some(window_ms), Some(limit)) = (rest.next(), rest.next()) else {
+                return Err(SwlError::Syntax);
+            };
+            request.windows.push(parse_window(window_ms, limit)?);
+        } else if option.eq_ignore_ascii_case(b"PENALIZE")
+            && command == Command::Check
+            && !request.penalize
+        {
+            request.penalize = true;
         } else {
             return Err(SwlError::Syntax);
         }
@@ -88,12 +111,16 @@ fn parse_int(bytes: &[u8], min: u64, max: u64) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<CheckRequest, SwlError> {
-        let argv: Vec<&[u8]> = std::iter::once("SWL.CHECK")
+    fn parse_as(command: Command, args: &[&str]) -> Result<Request, SwlError> {
+        let argv: Vec<&[u8]> = std::iter::once("SWL.X")
             .chain(args.iter().copied())
             .map(str::as_bytes)
             .collect();
-        parse_check(&argv)
+        super::parse(command, &argv)
+    }
+
+    fn parse(args: &[&str]) -> Result<Request, SwlError> {
+        parse_as(Command::Check, args)
     }
 
     fn window(window_ms: u64, limit: u64) -> Window {
@@ -104,10 +131,11 @@ mod tests {
     fn parses_the_four_required_arguments() {
         assert_eq!(
             parse(&["k", "1000", "10", "1700000000000"]),
-            Ok(CheckRequest {
+            Ok(Request {
                 windows: vec![window(1000, 10)],
                 now: Now::At(1_700_000_000_000),
                 cost: 1,
+                penalize: false,
             })
         );
     }
@@ -137,10 +165,11 @@ mod tests {
         let request = parse(&["k", &max, &max, &max, "COST", &max_cost]);
         assert_eq!(
             request,
-            Ok(CheckRequest {
+            Ok(Request {
                 windows: vec![window(MAX_MS, MAX_MS)],
                 now: Now::At(MAX_MS),
                 cost: MAX_COST,
+                penalize: false,
             })
         );
         assert_eq!(
@@ -212,6 +241,10 @@ mod tests {
             &["COST", "1", "extra"],
             &["COSTS", "1"],
             &[""],
+            &["WINDOW"],
+            &["WINDOW", "10"],
+            &["PENALIZE", "PENALIZE"],
+            &["WINDOW", "10", "1", "10"],
         ] {
             let args: Vec<&str> = ["k", "1", "1", "0"]
                 .iter()
@@ -220,5 +253,58 @@ mod tests {
                 .collect();
             assert_eq!(parse(&args), Err(SwlError::Syntax), "{options:?}");
         }
+    }
+
+    #[test]
+    fn options_come_in_any_order_and_windows_keep_theirs() {
+        let expected = Ok(Request {
+            windows: vec![window(1000, 10), window(10, 2), window(60000, 100)],
+            now: Now::ServerClock,
+            cost: 2,
+            penalize: true,
+        });
+        let orders: [&[&str]; 3] = [
+            &[
+                "COST", "2", "WINDOW", "10", "2", "WINDOW", "60000", "100", "PENALIZE",
+            ],
+            &[
+                "penalize", "window", "10", "2", "cost", "2", "Window", "60000", "100",
+            ],
+            &[
+                "WINDOW", "10", "2", "PENALIZE", "WINDOW", "60000", "100", "COST", "2",
+            ],
+        ];
+        for options in orders {
+            let args: Vec<&str> = ["k", "1000", "10", "*"]
+                .iter()
+                .chain(options)
+                .copied()
+                .collect();
+            assert_eq!(parse(&args), expected, "{options:?}");
+        }
+    }
+
+    #[test]
+    fn window_arguments_are_checked_like_the_first_window() {
+        let base = ["k", "1000", "10", "0", "WINDOW"];
+        let with = |extra: [&str; 2]| {
+            let args: Vec<&str> = base.iter().chain(&extra).copied().collect();
+            parse(&args)
+        };
+        assert_eq!(with(["0", "1"]), Err(SwlError::WindowMs));
+        assert_eq!(with(["10", "-1"]), Err(SwlError::Limit));
+        assert_eq!(with(["10", "0"]).map(|r| r.windows.len()), Ok(2));
+    }
+
+    #[test]
+    fn penalize_is_for_check_only() {
+        let args = ["k", "1000", "10", "0", "PENALIZE"];
+        assert_eq!(parse(&args).map(|r| r.penalize), Ok(true));
+        assert_eq!(parse_as(Command::Peek, &args), Err(SwlError::Syntax));
+        let peek = parse_as(
+            Command::Peek,
+            &["k", "1000", "10", "0", "COST", "2", "WINDOW", "1", "1"],
+        );
+        assert_eq!(peek.map(|r| (r.cost, r.windows.len())), Ok((2, 2)));
     }
 }

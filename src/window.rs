@@ -22,14 +22,13 @@ impl Window {
     }
 }
 
-/// Read access to a log of scores, ascending.
+/// Read access to a log of scores. Reads go newest first and stop early:
+/// every figure a window needs lies within its newest `limit + 1` entries.
 pub trait ScoreLog {
-    /// Number of entries with a score above `floor`.
-    fn count_above(&self, floor: f64) -> u64;
-    /// The `k`-th smallest score (1-based) among entries above `floor`.
-    fn kth_above(&self, floor: f64, k: u64) -> Option<f64>;
-    /// The largest score, if any entry lies above `floor`.
-    fn max_above(&self, floor: f64) -> Option<f64>;
+    /// Number of entries with a score above `floor`, counting at most `cap`.
+    fn count_above(&self, floor: f64, cap: u64) -> u64;
+    /// The score of the `n`-th newest entry (1-based) above `floor`.
+    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64>;
 }
 
 /// The five integers every check replies with.
@@ -44,8 +43,7 @@ pub struct Verdict {
     pub reset_after_ms: i64,
 }
 
-/// The window among `windows` that trims the log and sets its expiry.
-/// `windows` is never empty: the parser always yields the first window.
+/// The window that trims the log and sets its expiry: the longest.
 pub fn widest(windows: &[Window]) -> Window {
     windows
         .iter()
@@ -57,24 +55,59 @@ pub fn widest(windows: &[Window]) -> Window {
         })
 }
 
-/// Whether a request of `cost` units at `now` fits every window.
-pub fn admits(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> bool {
-    windows
-        .iter()
-        .all(|w| fits(log.count_above(w.floor(now)), cost, w.limit))
+/// The log never needs more entries than the largest limit.
+pub fn largest_limit(windows: &[Window]) -> u64 {
+    windows.iter().map(|w| w.limit).max().unwrap_or(0)
 }
 
-fn fits(count: u64, cost: u64, limit: u64) -> bool {
-    count.saturating_add(cost) <= limit
+/// What one window sees of the log at `now`.
+struct Seen {
+    window: Window,
+    /// Entries in the window, counted up to `limit + 1`.
+    count: u64,
+}
+
+impl Seen {
+    fn of(log: &impl ScoreLog, window: Window, now: u64) -> Seen {
+        let count = log.count_above(window.floor(now), window.limit.saturating_add(1));
+        Seen { window, count }
+    }
+
+    fn fits(&self, cost: u64) -> bool {
+        self.count.saturating_add(cost) <= self.window.limit
+    }
+
+    fn remaining(&self) -> u64 {
+        self.window.limit.saturating_sub(self.count)
+    }
+
+    /// When `cost` more units would fit: once all but the newest
+    /// `limit - cost` entries have left, i.e. when the (limit - cost + 1)-th
+    /// newest does (the k-th oldest, k = count + cost - limit).
+    fn retry_after(&self, log: &impl ScoreLog, now: u64, cost: u64) -> i64 {
+        if cost > self.window.limit {
+            return -1;
+        }
+        let nth = self.window.limit - cost + 1;
+        match log.nth_newest_above(self.window.floor(now), nth) {
+            Some(score) => ms_until_left(score, self.window, now).max(1),
+            None => 1,
+        }
+    }
+}
+
+/// Whether a request of `cost` units at `now` fits every window.
+pub fn admits(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> bool {
+    windows.iter().all(|&w| Seen::of(log, w, now).fits(cost))
 }
 
 /// The reply for a request of `cost` units at `now`, read off the log as it
 /// stands after the request was (or was not) recorded.
 ///
 /// `limit`, `remaining` and `retry_after_ms` describe the binding window:
-/// when denied, the denying window that makes the client wait longest (a
-/// window that waiting cannot satisfy counts as longest); when admitted, the
-/// window with the least left. Ties go to the window named first.
+/// when denied, the denying window that makes the client wait longest (one
+/// that waiting cannot satisfy counts as longest); when admitted, the window
+/// with the least left. Ties go to the window named first.
 pub fn verdict(
     log: &impl ScoreLog,
     windows: &[Window],
@@ -82,24 +115,16 @@ pub fn verdict(
     cost: u64,
     allowed: bool,
 ) -> Verdict {
-    let described = windows.iter().map(|window| {
-        let count = log.count_above(window.floor(now));
-        let denies = !fits(count, cost, window.limit);
-        let reply = Verdict {
-            allowed,
-            limit: window.limit,
-            remaining: window.limit.saturating_sub(count),
-            retry_after_ms: if denies && !allowed {
-                retry_after(log, *window, now, count, cost)
-            } else {
-                -1
-            },
-            reset_after_ms: 0,
-        };
-        (denies, reply)
-    });
+    let describe = |seen: &Seen, retry_after_ms| Verdict {
+        allowed,
+        limit: seen.window.limit,
+        remaining: seen.remaining(),
+        retry_after_ms,
+        reset_after_ms: 0,
+    };
+    let seen = windows.iter().map(|&w| Seen::of(log, w, now));
     let binding = if allowed {
-        described.map(|(_, reply)| reply).reduce(|best, next| {
+        seen.map(|s| describe(&s, -1)).reduce(|best, next| {
             if next.remaining < best.remaining {
                 next
             } else {
@@ -107,9 +132,8 @@ pub fn verdict(
             }
         })
     } else {
-        described
-            .filter(|&(denies, _)| denies)
-            .map(|(_, reply)| reply)
+        seen.filter(|s| !s.fits(cost))
+            .map(|s| describe(&s, s.retry_after(log, now, cost)))
             .reduce(|best, next| {
                 if waits_longer(next.retry_after_ms, best.retry_after_ms) {
                     next
@@ -119,21 +143,21 @@ pub fn verdict(
             })
     };
     // A denial always has a denying window; should none deny on the log as
-    // it now stands (a penalty cap shrank it), the first window describes it
-    // and the client may retry at once.
+    // it now stands (a penalty cap shrank it), the first window describes
+    // it, and the client may retry at once.
     let mut reply = binding.unwrap_or_else(|| {
-        let first = windows.first().copied().unwrap_or(widest(windows));
-        Verdict {
-            allowed,
-            limit: first.limit,
-            remaining: first
-                .limit
-                .saturating_sub(log.count_above(first.floor(now))),
-            retry_after_ms: if allowed { -1 } else { 1 },
-            reset_after_ms: 0,
-        }
+        let first = Seen::of(
+            log,
+            windows.first().copied().unwrap_or(widest(windows)),
+            now,
+        );
+        describe(&first, if allowed { -1 } else { 1 })
     });
-    reply.reset_after_ms = reset_after(log, widest(windows), now);
+    let widest = widest(windows);
+    reply.reset_after_ms = match log.nth_newest_above(widest.floor(now), 1) {
+        Some(newest) => ms_until_left(newest, widest, now),
+        None => 0,
+    };
     reply
 }
 
@@ -143,30 +167,6 @@ fn waits_longer(retry: i64, than: i64) -> bool {
         (_, -1) => false,
         (-1, _) => true,
         (a, b) => a > b,
-    }
-}
-
-/// When `cost` more units would fit this window, given `count` entries in it:
-/// once the k-th oldest of them has left, k = count + cost - limit.
-fn retry_after(log: &impl ScoreLog, window: Window, now: u64, count: u64, cost: u64) -> i64 {
-    if cost > window.limit {
-        return -1;
-    }
-    let k = count
-        .saturating_add(cost)
-        .saturating_sub(window.limit)
-        .max(1);
-    match log.kth_above(window.floor(now), k) {
-        Some(score) => ms_until_left(score, window, now).max(1),
-        None => 1,
-    }
-}
-
-/// Milliseconds until every entry has left the widest window; 0 when empty.
-fn reset_after(log: &impl ScoreLog, widest: Window, now: u64) -> i64 {
-    match log.max_above(widest.floor(now)) {
-        Some(score) => ms_until_left(score, widest, now),
-        None => 0,
     }
 }
 
@@ -181,6 +181,41 @@ fn ms_until_left(score: f64, window: Window, now: u64) -> i64 {
         i64::MAX
     } else {
         wait as i64
+    }
+}
+
+/// A log as it would be with `count` more entries at `score`: what a check
+/// that admits would leave behind, without writing anything.
+pub struct WithRecorded<'a, L> {
+    pub log: &'a L,
+    pub score: f64,
+    pub count: u64,
+}
+
+impl<L: ScoreLog> ScoreLog for WithRecorded<'_, L> {
+    fn count_above(&self, floor: f64, cap: u64) -> u64 {
+        let base = self.log.count_above(floor, cap);
+        if self.score > floor {
+            base.saturating_add(self.count).min(cap)
+        } else {
+            base
+        }
+    }
+
+    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
+        if self.score <= floor || self.count == 0 {
+            return self.log.nth_newest_above(floor, n);
+        }
+        // Newest first: base entries above `score`, then the recorded ones,
+        // then the rest of the base (equal scores are interchangeable).
+        let newer = self.log.count_above(self.score, n);
+        if n <= newer {
+            self.log.nth_newest_above(floor, n)
+        } else if n <= newer.saturating_add(self.count) {
+            Some(self.score)
+        } else {
+            self.log.nth_newest_above(floor, n - self.count)
+        }
     }
 }
 
@@ -204,14 +239,12 @@ pub(crate) mod tests {
     }
 
     impl ScoreLog for VecLog {
-        fn count_above(&self, floor: f64) -> u64 {
-            self.above(floor).count() as u64
+        fn count_above(&self, floor: f64, cap: u64) -> u64 {
+            (self.above(floor).count() as u64).min(cap)
         }
-        fn kth_above(&self, floor: f64, k: u64) -> Option<f64> {
-            self.above(floor).nth(k.checked_sub(1)? as usize)
-        }
-        fn max_above(&self, floor: f64) -> Option<f64> {
-            self.above(floor).last()
+        fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
+            let above: Vec<f64> = self.above(floor).collect();
+            above.iter().rev().nth(n.checked_sub(1)? as usize).copied()
         }
     }
 
@@ -230,8 +263,8 @@ pub(crate) mod tests {
     #[test]
     fn entry_at_window_edge_is_out_and_one_later_is_in() {
         let now = 5000;
-        assert_eq!(VecLog::of(&[4000]).count_above(W.floor(now)), 0);
-        assert_eq!(VecLog::of(&[4001]).count_above(W.floor(now)), 1);
+        assert_eq!(VecLog::of(&[4000]).count_above(W.floor(now), 9), 0);
+        assert_eq!(VecLog::of(&[4001]).count_above(W.floor(now), 9), 1);
     }
 
     #[test]
@@ -409,5 +442,102 @@ pub(crate) mod tests {
         let log = VecLog::of(&[50]);
         let v = verdict(&log, &[loose, tight], 100, 1, false);
         assert_eq!((v.limit, v.remaining, v.retry_after_ms), (1, 0, 950));
+    }
+
+    /// A small deterministic generator, so failures reproduce.
+    pub struct XorShift(pub u64);
+
+    impl XorShift {
+        pub fn below(&mut self, bound: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % bound.max(1)
+        }
+    }
+
+    #[test]
+    fn recorded_overlay_reads_like_the_log_with_the_entries_added() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..2000 {
+            let base: Vec<u64> = (0..rng.below(12)).map(|_| rng.below(40)).collect();
+            let (score, count) = (rng.below(40), rng.below(4));
+            let log = VecLog::of(&base);
+            let overlay = WithRecorded {
+                log: &log,
+                score: score as f64,
+                count,
+            };
+            let mut all = base.clone();
+            all.extend(std::iter::repeat_n(score, count as usize));
+            let real = VecLog::of(&all);
+            for floor in -1..41 {
+                let floor = floor as f64;
+                for n in 0..18 {
+                    assert_eq!(overlay.count_above(floor, n), real.count_above(floor, n));
+                    assert_eq!(
+                        overlay.nth_newest_above(floor, n),
+                        real.nth_newest_above(floor, n),
+                        "base {base:?} + {count} x {score}, floor {floor}, n {n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn verdicts_agree_with_a_full_count_whatever_the_cap() {
+        // The reference: every figure from the whole sorted log.
+        fn reference(scores: &[u64], w: Window, now: u64, cost: u64) -> (bool, u64, i64) {
+            let floor = now as i64 - w.window_ms as i64;
+            let inside: Vec<u64> = scores
+                .iter()
+                .copied()
+                .filter(|&s| s as i64 > floor)
+                .collect();
+            let count = inside.len() as u64;
+            let allowed = count + cost <= w.limit;
+            let retry = if allowed || cost > w.limit {
+                -1
+            } else {
+                let k = (count + cost - w.limit) as usize;
+                inside[k - 1] as i64 + w.window_ms as i64 - now as i64
+            };
+            (allowed, w.limit.saturating_sub(count), retry)
+        }
+        let mut rng = XorShift(42);
+        for _ in 0..5000 {
+            let mut scores: Vec<u64> = (0..rng.below(20)).map(|_| rng.below(100)).collect();
+            scores.sort();
+            let w = Window {
+                window_ms: 1 + rng.below(60),
+                limit: rng.below(12),
+            };
+            let (now, cost) = (50 + rng.below(50), 1 + rng.below(5));
+            let log = VecLog::of(&scores);
+            let allowed = admits(&log, &[w], now, cost);
+            let v = verdict(&log, &[w], now, cost, allowed);
+            let expected = reference(&scores, w, now, cost);
+            assert_eq!(
+                (v.allowed, v.remaining, v.retry_after_ms),
+                expected,
+                "{scores:?} {w:?} {now} {cost}"
+            );
+        }
+    }
+
+    #[test]
+    fn largest_limit_bounds_the_log() {
+        let windows = [
+            Window {
+                window_ms: 10,
+                limit: 7,
+            },
+            Window {
+                window_ms: 100,
+                limit: 5,
+            },
+        ];
+        assert_eq!(largest_limit(&windows), 7);
     }
 }

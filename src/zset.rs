@@ -21,6 +21,13 @@ pub fn server_time_ms() -> u64 {
     u64::try_from(now).unwrap_or(0)
 }
 
+/// Whether a key is opened to be changed or only looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
 /// An open sorted-set key (or an empty one), closed when dropped.
 pub struct ZsetKey {
     ctx: *mut raw::RedisModuleCtx,
@@ -30,8 +37,11 @@ pub struct ZsetKey {
 
 impl ZsetKey {
     /// Opens `name`; a key that holds anything but a sorted set is WRONGTYPE.
-    pub fn open(ctx: &Context, name: &RedisString) -> Result<Self, SwlError> {
-        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_WRITE;
+    pub fn open(ctx: &Context, name: &RedisString, access: Access) -> Result<Self, SwlError> {
+        let mode = match access {
+            Access::Read => raw::REDISMODULE_READ,
+            Access::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        };
         // SAFETY: ctx and name are live for the whole command call; the
         // returned handle is owned by the guard, which closes it exactly once.
         let key = unsafe {
@@ -68,7 +78,9 @@ impl ZsetKey {
     /// Removes every entry with a score at or below `floor`, exactly what
     /// `ZREMRANGEBYSCORE key -inf floor` does, and propagates that command.
     pub fn trim_through(&self, floor: f64) {
-        let Some(newest) = self.max_above(f64::NEG_INFINITY) else {
+        let Some(newest) =
+            ScoreRange::last_in(self, f64::NEG_INFINITY, f64::INFINITY, false).score()
+        else {
             return;
         };
         let removed = if newest <= floor {
@@ -85,16 +97,32 @@ impl ZsetKey {
     }
 
     fn remove_through(&self, floor: f64) -> bool {
-        let mut doomed = Vec::new();
-        {
-            let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false);
-            while let Some(member) = range.take_member() {
-                doomed.push(member);
-                range.advance();
-            }
+        let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false);
+        let doomed = range.take_members(u64::MAX);
+        drop(range);
+        self.remove(doomed) > 0
+    }
+
+    /// Drops the oldest entries until at most `max_entries` are left, and
+    /// propagates that as ZREMRANGEBYRANK (ranks order replicas alike).
+    pub fn cap_to(&self, max_entries: u64) {
+        let excess = self.len().saturating_sub(max_entries);
+        if excess == 0 {
+            return;
         }
-        let removed = !doomed.is_empty();
-        for member in doomed {
+        let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false);
+        let doomed = range.take_members(excess);
+        drop(range);
+        let removed = self.remove(doomed);
+        if removed > 0 {
+            self.replicate_ranks(removed as i64 - 1);
+        }
+    }
+
+    /// Removes the given members (taken from a stopped range) and frees them.
+    fn remove(&self, members: Vec<*mut raw::RedisModuleString>) -> usize {
+        let count = members.len();
+        for member in members {
             let mut deleted: c_int = 0;
             // SAFETY: member came from this key's range iterator, which has
             // been stopped; we own it and free it after use.
@@ -103,7 +131,7 @@ impl ZsetKey {
                 self.free(member);
             }
         }
-        removed
+        count
     }
 
     /// Adds `count` entries scored `score`, each under a member no other
@@ -210,6 +238,22 @@ impl ZsetKey {
         }
     }
 
+    fn replicate_ranks(&self, last_rank: i64) {
+        // SAFETY: the format matches: key string, two long longs.
+        unsafe {
+            if let Some(replicate) = raw::RedisModule_Replicate {
+                replicate(
+                    self.ctx,
+                    c"ZREMRANGEBYRANK".as_ptr(),
+                    c"sll".as_ptr(),
+                    self.name,
+                    0 as libc::c_longlong,
+                    last_rank as libc::c_longlong,
+                );
+            }
+        }
+    }
+
     fn replicate(&self, command: &CStr, format: &CStr, number: i64) {
         // SAFETY: callers pass the format "sl": the key string, a long long.
         unsafe {
@@ -253,16 +297,16 @@ impl Drop for ZsetKey {
 }
 
 impl ScoreLog for ZsetKey {
-    fn count_above(&self, floor: f64) -> u64 {
+    fn count_above(&self, floor: f64, cap: u64) -> u64 {
         // After a trim every entry is above the floor: answer in O(1).
         let lowest = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false).score();
         match lowest {
             None => 0,
-            Some(lowest) if lowest > floor => self.len(),
+            Some(lowest) if lowest > floor => self.len().min(cap),
             Some(_) => {
-                let mut range = ScoreRange::last_in(self, floor, f64::INFINITY);
+                let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
                 let mut count = 0;
-                while range.score().is_some() {
+                while count < cap && range.score().is_some() {
                     count += 1;
                     range.retreat();
                 }
@@ -271,17 +315,16 @@ impl ScoreLog for ZsetKey {
         }
     }
 
-    fn kth_above(&self, floor: f64, k: u64) -> Option<f64> {
-        let mut range = ScoreRange::first_in(self, floor, f64::INFINITY, true);
-        for _ in 1..k {
+    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
+        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
+        for _ in 1..n {
             range.score()?;
-            range.advance();
+            range.retreat();
+        }
+        if n == 0 {
+            return None;
         }
         range.score()
-    }
-
-    fn max_above(&self, floor: f64) -> Option<f64> {
-        ScoreRange::last_in(self, floor, f64::INFINITY).score()
     }
 }
 
@@ -304,12 +347,14 @@ impl<'a> ScoreRange<'a> {
         ScoreRange { key, open }
     }
 
-    /// The highest entry scored in `(min, max]`.
-    fn last_in(key: &'a ZsetKey, min: f64, max: f64) -> Self {
+    /// The highest entry scored in `min..=max`, or in `(min, max]` when
+    /// `exclude_min`.
+    fn last_in(key: &'a ZsetKey, min: f64, max: f64, exclude_min: bool) -> Self {
         // SAFETY: as in first_in.
         let open = key.key_type() == raw::KeyType::ZSet
             && unsafe {
-                raw::RedisModule_ZsetLastInScoreRange.map_or(0, |f| f(key.key, min, max, 1, 0))
+                raw::RedisModule_ZsetLastInScoreRange
+                    .map_or(0, |f| f(key.key, min, max, c_int::from(exclude_min), 0))
             } == raw::REDISMODULE_OK as c_int;
         ScoreRange { key, open }
     }
@@ -341,8 +386,17 @@ impl<'a> ScoreRange<'a> {
         Some(score)
     }
 
-    fn take_member(&self) -> Option<*mut raw::RedisModuleString> {
-        self.current().map(|(member, _)| member)
+    /// Up to `limit` members from here on, oldest first, owned by the caller.
+    fn take_members(&mut self, limit: u64) -> Vec<*mut raw::RedisModuleString> {
+        let mut members = Vec::new();
+        while (members.len() as u64) < limit {
+            let Some((member, _)) = self.current() else {
+                break;
+            };
+            members.push(member);
+            self.advance();
+        }
+        members
     }
 
     fn advance(&mut self) {

@@ -1,0 +1,228 @@
+//! COMMAND DOCS for SWL.CHECK and SWL.PEEK, through
+//! `RedisModule_SetCommandInfo` (Redis 7.0+). Looked up at load time and
+//! skipped where the server lacks it, so the module loads everywhere.
+//! This file and `zset.rs` are the only ones with `unsafe`.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::{raw, Context, RedisString, Status};
+
+type Arg = raw::RedisModuleCommandArg;
+
+const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+};
+
+/// Runs at load, after the commands are created. A failure is logged and
+/// never stops the module from loading.
+pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
+    // A check both inserts and deletes entries; Redis allows only one of
+    // INSERT, DELETE and UPDATE, and UPDATE is the one for "some of each".
+    let check_flags = raw::REDISMODULE_CMD_KEY_RW
+        | raw::REDISMODULE_CMD_KEY_ACCESS
+        | raw::REDISMODULE_CMD_KEY_UPDATE;
+    let peek_flags = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+    let docs = [
+        (
+            c"swl.check",
+            c"Checks a request against sliding-window-log rate limits and records it if admitted.",
+            check_flags,
+            true,
+        ),
+        (
+            c"swl.peek",
+            c"Tells what SWL.CHECK would reply now, without changing anything.",
+            peek_flags,
+            false,
+        ),
+    ];
+    for (name, summary, key_flags, penalize) in docs {
+        if let Err(why) = set_info(ctx, name, summary, key_flags, penalize) {
+            ctx.log_warning(&format!(
+                "swl: no COMMAND DOCS for {}: {why}",
+                name.to_string_lossy()
+            ));
+        }
+    }
+    Status::Ok
+}
+
+fn set_info(
+    ctx: &Context,
+    name: &CStr,
+    summary: &CStr,
+    key_flags: u32,
+    penalize: bool,
+) -> Result<(), &'static str> {
+    // SAFETY: the API table is filled in once at load, before this runs,
+    // and never written again.
+    let api = unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
+    let (Some(get_command), Some(set_command_info)) = api else {
+        return Err("this server has no RedisModule_SetCommandInfo");
+    };
+    // SAFETY: ctx is the load context; the name is a NUL-terminated literal.
+    let command = unsafe { get_command(ctx.ctx, name.as_ptr()) };
+    if command.is_null() {
+        return Err("the command is not registered");
+    }
+
+    let mut key_specs = [key_spec(key_flags), end_of_key_specs()];
+    let mut now_choices = [
+        arg(
+            c"now_ms",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        Arg {
+            token: c"*".as_ptr(),
+            summary: c"the server's clock".as_ptr(),
+            ..arg(
+                c"server_clock",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            )
+        },
+        end_of_args(),
+    ];
+    let mut window_parts = [
+        arg(
+            c"window_ms",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        arg(
+            c"limit",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        end_of_args(),
+    ];
+    let optional = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
+    let mut args = vec![
+        Arg {
+            key_spec_index: 0,
+            ..arg(
+                c"key",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+            )
+        },
+        arg(
+            c"window_ms",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        arg(
+            c"limit",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ),
+        Arg {
+            subargs: now_choices.as_mut_ptr(),
+            ..arg(
+                c"now",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            )
+        },
+        Arg {
+            token: c"COST".as_ptr(),
+            flags: optional,
+            ..arg(
+                c"cost",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            )
+        },
+        Arg {
+            token: c"WINDOW".as_ptr(),
+            flags: optional | raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int,
+            subargs: window_parts.as_mut_ptr(),
+            ..arg(
+                c"window",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+            )
+        },
+    ];
+    if penalize {
+        args.push(Arg {
+            token: c"PENALIZE".as_ptr(),
+            flags: optional,
+            ..arg(
+                c"penalize",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            )
+        });
+    }
+    args.push(end_of_args());
+
+    let mut info = raw::RedisModuleCommandInfo {
+        version: &INFO_VERSION,
+        summary: summary.as_ptr(),
+        complexity: c"O(log(N) + M + K): N entries in the log, M entries trimmed, K the largest limit when several windows count".as_ptr(),
+        since: c"0.1.0".as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: -5,
+        key_specs: key_specs.as_mut_ptr(),
+        args: args.as_mut_ptr(),
+    };
+    // SAFETY: every pointer in `info` refers to literals or to the arrays
+    // above, all alive for this call; Redis copies what it keeps.
+    let status = unsafe { set_command_info(command, &mut info) };
+    if status == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err("the server rejected the command info")
+    }
+}
+
+fn arg(name: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
+    Arg {
+        name: name.as_ptr(),
+        type_,
+        key_spec_index: -1,
+        token: ptr::null(),
+        summary: ptr::null(),
+        since: ptr::null(),
+        flags: 0,
+        deprecated_since: ptr::null(),
+        subargs: ptr::null_mut(),
+        display_text: ptr::null(),
+    }
+}
+
+/// Argument arrays end with an all-zero entry.
+fn end_of_args() -> Arg {
+    Arg {
+        name: ptr::null(),
+        key_spec_index: 0,
+        ..arg(c"", 0)
+    }
+}
+
+/// The one key, at argument 1.
+fn key_spec(flags: u32) -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        notes: ptr::null(),
+        flags: u64::from(flags),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+        },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        },
+    }
+}
+
+/// Key-spec arrays end with an entry whose begin-search type is 0.
+fn end_of_key_specs() -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        flags: 0,
+        begin_search_type: 0,
+        find_keys_type: 0,
+        ..key_spec(0)
+    }
+}
