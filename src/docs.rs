@@ -152,7 +152,7 @@ fn set_info(
     }
     args.push(end_of_args());
 
-    let mut info = raw::RedisModuleCommandInfo {
+    let info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
         summary: summary.as_ptr(),
         complexity: c"O(log(N) + M + K): N entries in the log, M entries trimmed, K the largest limit when several windows count".as_ptr(),
@@ -165,7 +165,7 @@ fn set_info(
     };
     // SAFETY: every pointer in `info` refers to literals or to the arrays
     // above, all alive for this call; Redis copies what it keeps.
-    let status = unsafe { set_command_info(command, &mut info) };
+    let status = unsafe { set_command_info(command, &info) };
     if status == raw::REDISMODULE_OK as c_int {
         Ok(())
     } else {
