@@ -4,27 +4,7 @@
 mod support;
 
 use redis::Connection;
-use support::{check, entries, expire_time, Config, Server};
-
-fn start_replica(master: &Server, config: Config) -> Server {
-    let replica = Server::with(config.arg("replicaof", &format!("127.0.0.1 {}", master.port())));
-    let mut con = replica.connect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut con)
-            .unwrap();
-        if info.contains("master_link_status:up") {
-            return replica;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replica did not sync:\n{info}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
+use support::{check, entries, expire_time, start_replica, wait_for_replicas, Config, Server};
 
 fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
     let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
@@ -54,19 +34,30 @@ fn replicas_hold_exactly_the_masters_entries_and_expiry() {
     let mut con = master.connect();
 
     let mut outcomes = [0usize; 2];
-    for i in 0..600u64 {
+    for i in 0..900u64 {
         let key = format!("user:{}", i % 7);
-        let reply = match i % 4 {
+        let reply = match i % 6 {
             // The server clock: replicas must get the master's time.
             0 => check(&mut con, &key, &["50", "3", "*"]),
             1 => check(&mut con, &key, &["100000", "40", "*", "COST", "2"]),
             // Explicit times, moving forward so old entries are trimmed.
             2 => check(&mut con, &key, &["30", "2", &(1000 + i * 5).to_string()]),
             // Same millisecond, several at once.
-            _ => check(
+            3 => check(
                 &mut con,
                 &key,
                 &["1000", "4", &(1000 + i).to_string(), "COST", "3"],
+            ),
+            // Penalized denials cap the log by rank.
+            4 => check(
+                &mut con,
+                &key,
+                &["20", "1", "*", "WINDOW", "200", "3", "PENALIZE"],
+            ),
+            _ => check(
+                &mut con,
+                &key,
+                &["10", "2", &(1000 + i * 5).to_string(), "WINDOW", "100", "5"],
             ),
         };
         outcomes[reply[0] as usize] += 1;
@@ -76,8 +67,7 @@ fn replicas_hold_exactly_the_masters_entries_and_expiry() {
         "a mix of admits and denials: {outcomes:?}"
     );
 
-    let synced: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(&mut con).unwrap();
-    assert_eq!(synced, 2);
+    wait_for_replicas(&mut con, 2);
     let expected = state(&mut con);
     assert!(!expected.is_empty());
     assert_eq!(state(&mut with_module.connect()), expected);
@@ -91,7 +81,6 @@ fn a_trim_that_empties_the_log_deletes_the_key_on_replicas() {
     let mut con = master.connect();
     check(&mut con, "gone", &["1000", "2", "1000"]);
     check(&mut con, "gone", &["1000", "2", "5000", "COST", "3"]);
-    let synced: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut con).unwrap();
-    assert_eq!(synced, 1);
+    wait_for_replicas(&mut con, 1);
     assert_eq!(keys(&mut replica.connect()), Vec::<Vec<u8>>::new());
 }

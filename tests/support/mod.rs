@@ -320,3 +320,43 @@ pub fn snapshot(con: &mut Connection, key: &[u8]) -> (String, Option<Vec<u8>>, i
     let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query(con).expect("DUMP");
     (kind, dump, expire_time(con, key))
 }
+
+/// A replica of `master` started with `config`, once its link is up.
+pub fn start_replica(master: &Server, config: Config) -> Server {
+    let replica = Server::with(config.arg("replicaof", &format!("127.0.0.1 {}", master.port())));
+    let mut con = replica.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut con)
+            .unwrap();
+        if info.contains("master_link_status:up") {
+            return replica;
+        }
+        assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// WAIT until `replicas` replicas have everything written so far.
+pub fn wait_for_replicas(con: &mut Connection, replicas: i64) {
+    let synced: i64 = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(10000)
+        .query(con)
+        .unwrap();
+    assert_eq!(synced, replicas, "replicas did not acknowledge in time");
+}
+
+/// A small deterministic generator, so a failing sequence reproduces.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound.max(1)
+    }
+}

@@ -1,0 +1,201 @@
+//! What the server tells about the module: INFO counters and COMMAND DOCS.
+
+mod support;
+
+use redis::{Connection, Value};
+use support::{check, Server};
+
+fn info_fields(con: &mut Connection) -> Vec<(String, i64)> {
+    let info: String = redis::cmd("INFO").arg("swl").query(con).unwrap();
+    info.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_string(), value.trim().parse().unwrap_or(-1)))
+        .collect()
+}
+
+fn counters(
+    checks: i64,
+    admitted: i64,
+    denied: i64,
+    peeks: i64,
+    errors: i64,
+) -> Vec<(String, i64)> {
+    [
+        ("checks", checks),
+        ("admitted", admitted),
+        ("denied", denied),
+        ("peeks", peeks),
+        ("errors", errors),
+    ]
+    .map(|(name, value)| (format!("swl_{name}"), value))
+    .to_vec()
+}
+
+#[test]
+fn info_counts_checks_outcomes_peeks_and_errors() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(info_fields(&mut con), counters(0, 0, 0, 0, 0));
+    check(&mut con, "k", &["1000", "2", "1"]);
+    check(&mut con, "k", &["1000", "2", "2"]);
+    check(&mut con, "k", &["1000", "2", "3"]);
+    let _: Vec<i64> = redis::cmd("SWL.PEEK")
+        .arg(&["k", "1000", "2", "4"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(info_fields(&mut con), counters(3, 2, 1, 1, 0));
+    let bad: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.CHECK")
+        .arg(&["k", "0", "2", "4"])
+        .query(&mut con);
+    assert!(bad.is_err());
+    let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut con).unwrap();
+    let bad: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.PEEK")
+        .arg(&["s", "1", "2", "4"])
+        .query(&mut con);
+    assert!(bad.is_err());
+    assert_eq!(info_fields(&mut con), counters(3, 2, 1, 1, 2));
+    // The section is part of INFO modules and INFO everything too.
+    for section in ["modules", "everything"] {
+        let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
+        assert!(
+            info.contains("# swl\r\nswl_checks:3\r\nswl_admitted:2\r\n"),
+            "INFO {section}"
+        );
+    }
+}
+
+/// A RESP2 map (flat array of names and values) as pairs.
+fn pairs(value: &Value) -> Vec<(String, &Value)> {
+    let Value::Array(items) = value else {
+        panic!("expected an array, got {value:?}");
+    };
+    items
+        .chunks(2)
+        .map(|pair| (text(&pair[0]), &pair[1]))
+        .collect()
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+fn field<'a>(map: &'a Value, name: &str) -> &'a Value {
+    pairs(map)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no field {name} in {map:?}"))
+}
+
+/// Each argument as (name, type, token or "", flags joined by ",").
+fn arguments(doc: &Value) -> Vec<(String, String, String, String)> {
+    let Value::Array(args) = field(doc, "arguments") else {
+        panic!("arguments is not an array");
+    };
+    args.iter()
+        .map(|arg| {
+            let get = |name: &str| {
+                pairs(arg)
+                    .into_iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| match v {
+                        Value::Array(flags) => flags.iter().map(text).collect::<Vec<_>>().join(","),
+                        other => text(other),
+                    })
+                    .unwrap_or_default()
+            };
+            (get("name"), get("type"), get("token"), get("flags"))
+        })
+        .collect()
+}
+
+fn docs(con: &mut Connection, command: &str) -> Value {
+    let reply: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg(command)
+        .query(con)
+        .unwrap();
+    let entries = pairs(&reply);
+    assert_eq!(entries.len(), 1, "{reply:?}");
+    assert_eq!(entries[0].0, command);
+    entries[0].1.clone()
+}
+
+fn owned(rows: &[(&str, &str, &str, &str)]) -> Vec<(String, String, String, String)> {
+    rows.iter()
+        .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+        .collect()
+}
+
+#[test]
+fn command_docs_describe_both_commands() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let check_doc = docs(&mut con, "swl.check");
+    assert_eq!(
+        text(field(&check_doc, "summary")),
+        "Checks a request against sliding-window-log rate limits and records it if admitted."
+    );
+    assert_eq!(text(field(&check_doc, "since")), "0.1.0");
+    assert_eq!(text(field(&check_doc, "module")), "swl");
+    assert_eq!(
+        arguments(&check_doc),
+        owned(&[
+            ("key", "key", "", ""),
+            ("window_ms", "integer", "", ""),
+            ("limit", "integer", "", ""),
+            ("now", "oneof", "", ""),
+            ("cost", "integer", "COST", "optional"),
+            ("window", "block", "WINDOW", "optional,multiple"),
+            ("penalize", "pure-token", "PENALIZE", "optional"),
+        ])
+    );
+    let peek_doc = docs(&mut con, "swl.peek");
+    assert_eq!(
+        text(field(&peek_doc, "summary")),
+        "Tells what SWL.CHECK would reply now, without changing anything."
+    );
+    assert_eq!(arguments(&peek_doc).len(), 6);
+}
+
+#[test]
+fn key_specs_say_check_writes_and_peek_reads() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (command, flags, arity) in [
+        ("swl.check", "RW,access,update", -5),
+        ("swl.peek", "RO,access", -5),
+    ] {
+        let reply: Value = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(command)
+            .query(&mut con)
+            .unwrap();
+        let Value::Array(commands) = &reply else {
+            panic!("{reply:?}")
+        };
+        let Value::Array(info) = &commands[0] else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(text(&info[0]), command);
+        assert_eq!(info[1], Value::Int(arity));
+        // first key, last key, step: the one key at position 1.
+        assert_eq!(info[3..6], [Value::Int(1), Value::Int(1), Value::Int(1)]);
+        let Value::Array(specs) = &info[8] else {
+            panic!("{reply:?}")
+        };
+        let Value::Array(spec_flags) = field(&specs[0], "flags") else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(
+            spec_flags.iter().map(text).collect::<Vec<_>>().join(","),
+            flags,
+            "{command}"
+        );
+    }
+}
