@@ -73,6 +73,8 @@ impl Drop for TempDir {
 #[derive(Clone)]
 pub struct Config {
     pub module: bool,
+    /// A cluster node, with a free bus port of its own.
+    pub cluster: bool,
     pub args: Vec<String>,
 }
 
@@ -80,6 +82,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             module: true,
+            cluster: false,
             args: Vec::new(),
         }
     }
@@ -89,7 +92,7 @@ impl Config {
     pub fn without_module() -> Config {
         Config {
             module: false,
-            args: Vec::new(),
+            ..Config::default()
         }
     }
 
@@ -191,6 +194,16 @@ impl Server {
             let module = module_path();
             assert!(module.exists(), "module not built: {}", module.display());
             command.arg("--loadmodule").arg(module);
+        }
+        if self.config.cluster {
+            command
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+                .args(["--cluster-port", &free_port().to_string()]);
         }
         command.args(&self.config.args);
         let child = command
@@ -359,4 +372,111 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % bound.max(1)
     }
+}
+
+/// A Redis Cluster of masters on loopback, each with the module loaded.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start(masters: usize) -> Cluster {
+        let config = Config {
+            cluster: true,
+            ..Config::default()
+        };
+        let nodes: Vec<Server> = (0..masters).map(|_| Server::with(config.clone())).collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        let output = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            output.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let cluster = Cluster { nodes };
+        cluster.wait_until_ok();
+        cluster
+    }
+
+    /// Every node sees the cluster as ok with all slots assigned.
+    pub fn wait_until_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &self.nodes {
+            let mut con = node.connect();
+            loop {
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+                if info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_assigned:16384")
+                {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "cluster not ok:\n{info}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    pub fn client(&self) -> redis::cluster::ClusterConnection {
+        let urls: Vec<String> = self.nodes.iter().map(Server::url).collect();
+        redis::cluster::ClusterClient::new(urls)
+            .and_then(|client| client.get_connection())
+            .expect("connect to the cluster")
+    }
+
+    /// The node that serves `slot`, by asking the first node.
+    pub fn owner_of(&self, slot: u16) -> &Server {
+        let mut con = self.nodes[0].connect();
+        let slots: Vec<(u16, u16, Vec<Value>)> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut con)
+            .map(|ranges: Vec<Vec<Value>>| {
+                ranges
+                    .into_iter()
+                    .map(|range| {
+                        let start = redis::from_redis_value(&range[0]).unwrap();
+                        let end = redis::from_redis_value(&range[1]).unwrap();
+                        let master = match &range[2] {
+                            Value::Array(node) => node.clone(),
+                            other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
+                        };
+                        (start, end, master)
+                    })
+                    .collect()
+            })
+            .unwrap();
+        let (_, _, master) = slots
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .expect("slot assigned");
+        let port: u16 = redis::from_redis_value(&master[1]).unwrap();
+        self.nodes
+            .iter()
+            .find(|node| node.port() == port)
+            .expect("owner is one of ours")
+    }
+}
+
+/// A node's cluster id.
+pub fn node_id(node: &Server) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node.connect())
+        .unwrap()
+}
+
+/// The hash slot of a key.
+pub fn key_slot(con: &mut Connection, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(con)
+        .unwrap()
 }
