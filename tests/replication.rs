@@ -26,6 +26,32 @@ fn state(con: &mut Connection) -> State {
         .collect()
 }
 
+fn info_stat(con: &mut Connection, name: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO stats"))
+}
+
+/// Waits until the master has deleted every `short:` log (they expire
+/// within a second of their last check): DBSIZE counts keys still held,
+/// expired or not, so this waits for the deletions replicas receive too.
+fn wait_for_short_logs_to_expire(con: &mut Connection, long_logs: i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let held: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+        if held == long_logs {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "short logs never expired: {held} keys"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn replicas_hold_exactly_the_masters_entries_and_expiry() {
     let master = Server::start();
@@ -34,42 +60,71 @@ fn replicas_hold_exactly_the_masters_entries_and_expiry() {
     let mut con = master.connect();
 
     let mut outcomes = [0usize; 2];
-    for i in 0..900u64 {
-        let key = format!("user:{}", i % 7);
-        let reply = match i % 6 {
+    for i in 0..3000u64 {
+        // Long logs live through the comparison; short ones expire meanwhile.
+        let long = format!("long:{}", i % 41);
+        // Each short log keeps to one clock: server-clock entries would be
+        // far in the future for explicit times and keep the log for years.
+        let short = format!("short:{}:{}", i % 8, i % 19);
+        let reply = match i % 8 {
             // The server clock: replicas must get the master's time.
-            0 => check(&mut con, &key, &["50", "3", "*"]),
-            1 => check(&mut con, &key, &["100000", "40", "*", "COST", "2"]),
+            0 => check(&mut con, &long, &["600000", "6", "*"]),
+            1 => check(&mut con, &long, &["600000", "40", "*", "COST", "2"]),
             // Explicit times, moving forward so old entries are trimmed.
-            2 => check(&mut con, &key, &["30", "2", &(1000 + i * 5).to_string()]),
+            2 => check(
+                &mut con,
+                &long,
+                &["60000", "2", &(1000 + i * 40).to_string()],
+            ),
             // Same millisecond, several at once.
             3 => check(
                 &mut con,
-                &key,
-                &["1000", "4", &(1000 + i).to_string(), "COST", "3"],
+                &long,
+                &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
             ),
             // Penalized denials cap the log by rank.
             4 => check(
                 &mut con,
-                &key,
-                &["20", "1", "*", "WINDOW", "200", "3", "PENALIZE"],
+                &long,
+                &["20", "1", "*", "WINDOW", "600000", "3", "PENALIZE"],
             ),
+            5 => check(
+                &mut con,
+                &long,
+                &[
+                    "10",
+                    "2",
+                    &(1000 + i * 5).to_string(),
+                    "WINDOW",
+                    "600000",
+                    "5",
+                ],
+            ),
+            6 => check(&mut con, &short, &["5", "2", "*"]),
             _ => check(
                 &mut con,
-                &key,
-                &["10", "2", &(1000 + i * 5).to_string(), "WINDOW", "100", "5"],
+                &short,
+                &["30", "3", &(1000 + i).to_string(), "COST", "2"],
             ),
         };
         outcomes[reply[0] as usize] += 1;
     }
     assert!(
-        outcomes[0] > 50 && outcomes[1] > 50,
+        outcomes[0] > 300 && outcomes[1] > 300,
         "a mix of admits and denials: {outcomes:?}"
     );
 
+    wait_for_short_logs_to_expire(&mut con, 41);
+    assert!(
+        info_stat(&mut con, "expired_keys") > 0,
+        "logs expired during the run"
+    );
     wait_for_replicas(&mut con, 2);
     let expected = state(&mut con);
-    assert!(!expected.is_empty());
+    assert_eq!(expected.len(), 41);
+    assert!(expected
+        .iter()
+        .all(|(_, log, expiry)| !log.is_empty() && *expiry > 0));
     assert_eq!(state(&mut with_module.connect()), expected);
     assert_eq!(state(&mut without_module.connect()), expected);
 }
