@@ -45,9 +45,10 @@ fn assert_error_leaves_key(server: &Server, args: &[&[u8]], expected: &str) {
 fn server_with_a_log() -> Server {
     let server = Server::start();
     let mut con = server.connect();
-    // Entries that a successful check at now = 10^9 would trim.
-    check(&mut con, "k", &["1000", "5", "100"]);
-    check(&mut con, "k", &["1000", "5", "200"]);
+    // Entries that a successful check at now = 10^9 would trim; the window
+    // keeps the key's expiry an hour away.
+    check(&mut con, "k", &["3600000", "5", "100"]);
+    check(&mut con, "k", &["3600000", "5", "200"]);
     server
 }
 

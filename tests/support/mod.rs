@@ -328,10 +328,19 @@ pub fn server_ms(con: &mut Connection) -> u64 {
 }
 
 /// Everything about a key that a check could change: type, entries, expiry.
+/// Read by one read-only script, so an expiry cannot fall between the
+/// reads (the clock stands still inside a script), and it runs even when
+/// the server is out of memory.
 pub fn snapshot(con: &mut Connection, key: &[u8]) -> (String, Option<Vec<u8>>, i64) {
-    let kind: String = redis::cmd("TYPE").arg(key).query(con).expect("TYPE");
-    let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query(con).expect("DUMP");
-    (kind, dump, expire_time(con, key))
+    const READ: &str = "#!lua flags=no-writes
+        local kind = redis.call('TYPE', KEYS[1])['ok']
+        return {kind, redis.call('DUMP', KEYS[1]), redis.call('PEXPIRETIME', KEYS[1])}";
+    redis::cmd("EVAL")
+        .arg(READ)
+        .arg(1)
+        .arg(key)
+        .query(con)
+        .expect("snapshot script")
 }
 
 /// A replica of `master` started with `config`, once its link is up.
