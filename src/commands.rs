@@ -5,10 +5,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::error::SwlError;
+use crate::redis::reply;
+use crate::redis::server_time_ms;
+use crate::redis::zset::{Access, ZsetKey};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
 use crate::window::{admits, largest_limit, verdict, widest, Verdict, WithRecorded};
-use crate::zset::{server_time_ms, Access, ZsetKey};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
@@ -43,7 +45,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if let Ok(reply) = &outcome {
         stats::count_check(reply.allowed);
     }
-    respond(outcome)
+    respond(ctx, outcome)
 }
 
 /// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
@@ -67,7 +69,7 @@ pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if outcome.is_ok() {
         stats::count_peek();
     }
-    respond(outcome)
+    respond(ctx, outcome)
 }
 
 fn moment(request: &Request, clock: u64) -> u64 {
@@ -83,15 +85,21 @@ fn guarded(body: impl FnOnce() -> Result<Verdict, SwlError>) -> Result<Verdict, 
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(Err(SwlError::Internal))
 }
 
-fn respond(outcome: Result<Verdict, SwlError>) -> RedisResult {
+fn respond(ctx: &Context, outcome: Result<Verdict, SwlError>) -> RedisResult {
     match outcome {
-        Ok(verdict) => Ok(RedisValue::Array(vec![
-            RedisValue::Integer(i64::from(verdict.allowed)),
-            RedisValue::Integer(verdict.limit as i64),
-            RedisValue::Integer(verdict.remaining as i64),
-            RedisValue::Integer(verdict.retry_after_ms),
-            RedisValue::Integer(verdict.reset_after_ms),
-        ])),
+        Ok(verdict) => {
+            reply::integers(
+                ctx,
+                &[
+                    i64::from(verdict.allowed),
+                    verdict.limit as i64,
+                    verdict.remaining as i64,
+                    verdict.retry_after_ms,
+                    verdict.reset_after_ms,
+                ],
+            );
+            Ok(RedisValue::NoReply)
+        }
         Err(error) => {
             stats::count_error();
             Err(match error {

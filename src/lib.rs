@@ -2,14 +2,13 @@
 //! This file only assembles the module.
 
 mod commands;
-mod docs;
 mod error;
+mod redis;
 mod request;
 mod stats;
 mod window;
-mod zset;
 
-use docs::register_command_docs;
+use crate::redis::docs::register_command_docs;
 use redis_module::redis_module;
 
 // Unit tests run without a server, where Redis's allocator does not exist.

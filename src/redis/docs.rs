@@ -1,7 +1,6 @@
 //! COMMAND DOCS for SWL.CHECK and SWL.PEEK, through
 //! `RedisModule_SetCommandInfo` (Redis 7.0+). Looked up at load time and
 //! skipped where the server lacks it, so the module loads everywhere.
-//! This file and `zset.rs` are the only ones with `unsafe`.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;

@@ -1,8 +1,9 @@
 //! The log as a plain sorted set, through the module key API: a key guard
 //! that closes on drop, trimming, counting, recording and expiry, each write
 //! propagated to replicas and the AOF as the plain Redis command it amounts
-//! to. All of the module's `unsafe` lives in this file.
+//! to.
 
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 use std::ptr;
@@ -10,16 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::{raw, Context, RedisString};
 
+use super::server_time_ms;
 use crate::error::SwlError;
 use crate::window::ScoreLog;
-
-/// The server's clock: Unix time in milliseconds.
-pub fn server_time_ms() -> u64 {
-    // SAFETY: the module is initialised before any command runs, so the
-    // function pointer is set; it only reads the clock.
-    let now = unsafe { raw::RedisModule_Milliseconds.map_or(0, |clock| clock()) };
-    u64::try_from(now).unwrap_or(0)
-}
 
 /// Whether a key is opened to be changed or only looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +27,9 @@ pub struct ZsetKey {
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
     key: *mut raw::RedisModuleKey,
+    /// Every entry is known to score above this floor (set by a trim), so
+    /// counting above it or any lower floor needs no read.
+    all_above: Cell<Option<f64>>,
 }
 
 impl ZsetKey {
@@ -51,6 +48,7 @@ impl ZsetKey {
             ctx: ctx.ctx,
             name: name.inner,
             key: key.cast(),
+            all_above: Cell::new(None),
         };
         match guard.key_type() {
             raw::KeyType::Empty | raw::KeyType::ZSet => Ok(guard),
@@ -78,29 +76,26 @@ impl ZsetKey {
     /// Removes every entry with a score at or below `floor`, exactly what
     /// `ZREMRANGEBYSCORE key -inf floor` does, and propagates that command.
     pub fn trim_through(&self, floor: f64) {
-        let Some(newest) =
-            ScoreRange::last_in(self, f64::NEG_INFINITY, f64::INFINITY, false).score()
-        else {
-            return;
-        };
-        let removed = if newest <= floor {
-            // Everything has left the window: drop the key in one step.
-            // SAFETY: key is a live handle opened for writing.
-            unsafe { raw::RedisModule_DeleteKey.map(|f| f(self.key)) };
-            true
-        } else {
-            self.remove_through(floor)
-        };
-        if removed {
+        let has_old = !ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end();
+        if has_old {
+            let has_new = !ScoreRange::last_in(self, floor, f64::INFINITY, true).at_end();
+            if has_new {
+                self.remove_through(floor);
+            } else {
+                // Everything has left the window: drop the key in one step.
+                // SAFETY: key is a live handle opened for writing.
+                unsafe { raw::RedisModule_DeleteKey.map(|f| f(self.key)) };
+            }
             self.replicate_trim(floor);
         }
+        self.all_above.set(Some(floor));
     }
 
-    fn remove_through(&self, floor: f64) -> bool {
+    fn remove_through(&self, floor: f64) {
         let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false);
         let doomed = range.take_members(u64::MAX);
         drop(range);
-        self.remove(doomed) > 0
+        self.remove(doomed);
     }
 
     /// Drops the oldest entries until at most `max_entries` are left, and
@@ -137,6 +132,13 @@ impl ZsetKey {
     /// Adds `count` entries scored `score`, each under a member no other
     /// entry of the key has, and propagates the ZADD.
     pub fn record(&self, score: u64, count: u64) {
+        if self
+            .all_above
+            .get()
+            .is_some_and(|floor| score as f64 <= floor)
+        {
+            self.all_above.set(None);
+        }
         let mut members = Vec::with_capacity(count as usize);
         for _ in 0..count {
             members.push(self.add_unique(score as f64));
@@ -298,31 +300,29 @@ impl Drop for ZsetKey {
 
 impl ScoreLog for ZsetKey {
     fn count_above(&self, floor: f64, cap: u64) -> u64 {
-        // After a trim every entry is above the floor: answer in O(1).
-        let lowest = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false).score();
-        match lowest {
-            None => 0,
-            Some(lowest) if lowest > floor => self.len().min(cap),
-            Some(_) => {
-                let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
-                let mut count = 0;
-                while count < cap && range.score().is_some() {
-                    count += 1;
-                    range.retreat();
-                }
-                count
-            }
+        let known_above = self.all_above.get().is_some_and(|known| floor <= known);
+        if known_above || ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end() {
+            return self.len().min(cap);
         }
+        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
+        let mut count = 0;
+        while count < cap && !range.at_end() {
+            count += 1;
+            range.retreat();
+        }
+        count
     }
 
     fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
-        for _ in 1..n {
-            range.score()?;
-            range.retreat();
-        }
         if n == 0 {
             return None;
+        }
+        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
+        for _ in 1..n {
+            if range.at_end() {
+                return None;
+            }
+            range.retreat();
         }
         range.score()
     }
