@@ -22,7 +22,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let request = parse(Command::Check, &args)?;
         let clock = server_time_ms();
         let now = moment(&request, clock);
-        let key = ZsetKey::open(ctx, &args[1], Access::Write)?;
+        let mut key = ZsetKey::open(ctx, &args[1], Access::Write)?;
         let (windows, cost) = (&request.windows, request.cost);
         key.trim_through(widest(windows).floor(now));
         let allowed = admits(&key, windows, now, cost);

@@ -139,3 +139,35 @@ fn a_trim_that_empties_the_log_deletes_the_key_on_replicas() {
     wait_for_replicas(&mut con, 1);
     assert_eq!(keys(&mut replica.connect()), Vec::<Vec<u8>>::new());
 }
+
+#[test]
+fn large_and_small_trims_reach_replicas_exactly() {
+    let master = Server::start();
+    let replica = start_replica(&master, Config::without_module());
+    let mut con = master.connect();
+    // 100 entries (listpack) and 400 (skiplist), one per millisecond.
+    for (key, entries) in [("lp", 100u64), ("sl", 400)] {
+        for t in 0..entries {
+            check(
+                &mut con,
+                key,
+                &["1000000", "1000000", &(10_000 + t).to_string()],
+            );
+        }
+    }
+    // Trims of 1, 10, 60 and 300 entries: one by one and in one call.
+    for (key, now) in [
+        ("lp", 1_010_000u64),
+        ("lp", 1_010_009),
+        ("lp", 1_010_069),
+        ("sl", 1_010_299),
+    ] {
+        check(&mut con, key, &["1000000", "1000000", &now.to_string()]);
+    }
+    let expected = state(&mut con);
+    assert_eq!(expected[0].1.len(), 100 - 70 + 3);
+    assert_eq!(expected[1].1.len(), 400 - 300 + 1);
+    assert_eq!(expected[0].1[0].1, 10_070.0);
+    wait_for_replicas(&mut con, 1);
+    assert_eq!(state(&mut replica.connect()), expected);
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Measures SWL.CHECK against the baselines it replaces, all in one run on
+# one server with one client setting, and prints ratios:
+#   throughput  PING, a bare ZADD, the usual Lua script (EVALSHA) and
+#               SWL.CHECK, on several workloads (redis-benchmark)
+#   memory      bytes per tracked request, against the script's key layout
+#   latency     server-side p50/p99 on a hot key with 100,000 entries, and
+#               the cost of trimming a 100,000-entry backlog in one call
+# Usage: scripts/bench.sh [requests per throughput run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REQUESTS=${1:-${BENCH_REQUESTS:-500000}}
+CLIENTS=${BENCH_CLIENTS:-50}
+PIPELINE=${BENCH_PIPELINE:-16}
+MODULE=${SWL_MODULE:-$PWD/target/release/libredis_swl.so}
+[ -f "$MODULE" ] || { echo "bench: module not built: $MODULE (run make build)" >&2; exit 1; }
+
+dir=$(mktemp -d)
+pid=""
+cleanup() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_server() {
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 20000))
+        port_is_free "$port" || continue
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$dir" --logfile "$dir/redis.log" --loadmodule "$MODULE" &
+        pid=$!
+        local i
+        for i in $(seq 1 200); do
+            if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""
+    done
+    echo "bench: redis-server did not start; log:" >&2
+    cat "$dir/redis.log" >&2 || true
+    exit 1
+}
+
+cli() { redis-cli -p "$port" "$@"; }
+
+# Requests per second of one redis-benchmark run of the given command.
+rps() {
+    local keyspace=$1; shift
+    redis-benchmark -p "$port" -c "$CLIENTS" -P "$PIPELINE" -n "$REQUESTS" -r "$keyspace" --csv "$@" 2>/dev/null |
+        awk -F'","' 'NR == 2 { print $2 + 0 }'
+}
+
+# The usual script: server time, trim, count, add with a unique member
+# (time in microseconds plus the count), expiry.
+LUA='local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now - window)
+local count = redis.call("ZCARD", KEYS[1])
+if count < limit then
+  redis.call("ZADD", KEYS[1], now, t[1] .. t[2] .. "-" .. count)
+  redis.call("PEXPIRE", KEYS[1], window)
+  return 1
+end
+return 0'
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+throughput() {
+    local name=$1 keyspace=$2 limit=$3
+    cli flushall >/dev/null
+    local ping zadd lua swl
+    ping=$(rps "$keyspace" PING)
+    zadd=$(rps "$keyspace" ZADD "zadd:$name:__rand_int__" 1 m)
+    lua=$(rps "$keyspace" EVALSHA "$sha" 1 "lua:$name:__rand_int__" 60000 "$limit")
+    swl=$(rps "$keyspace" SWL.CHECK "swl:$name:__rand_int__" 60000 "$limit" '*')
+    printf '%-10s %10.0f %10.0f %10.0f %10.0f %12s %12s\n' "$name" "$ping" "$zadd" "$lua" "$swl" \
+        "$(ratio "$swl" "$lua")" "$(ratio "$swl" "$zadd")"
+}
+
+# Sends N generated inline commands through one pipelined connection.
+pipe_commands() { cli --pipe >/dev/null; }
+
+memory_per_entry() {
+    local n=$1 base=1700000000000
+    cli flushall >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK mem:swl 1000000000 1000000000 %.0f\r\n", b + i }' | pipe_commands
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD mem:lua %.0f %.0f\r\n", b + i, b + i }' | pipe_commands
+    local swl lua
+    swl=$(cli memory usage mem:swl samples 0)
+    lua=$(cli memory usage mem:lua samples 0)
+    printf '%-10s %14.1f %14.1f %10s %12s %12s\n' "$n" "$(awk -v m="$swl" -v n="$n" 'BEGIN { print m / n }')" \
+        "$(awk -v m="$lua" -v n="$n" 'BEGIN { print m / n }')" "$(ratio "$swl" "$lua")" \
+        "$(cli object encoding mem:swl)" "$(cli object encoding mem:lua)"
+}
+
+# p50 and p99 (microseconds) of one command since the last CONFIG RESETSTAT.
+percentiles() {
+    cli info latencystats | tr -d '\r' | awk -F'[:=,]' -v c="latency_percentiles_usec_$1" \
+        '$1 == c { printf "%s %s", $3, $5 }'
+}
+
+# Total microseconds spent in one command since the last CONFIG RESETSTAT.
+usec_total() {
+    cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { print $5 }'
+}
+
+hot_key_latency() {
+    local n=100000 base=1700000000000
+    cli flushall >/dev/null
+    # A log with 100,000 entries, one per millisecond; each further check
+    # at the next millisecond trims exactly one and adds one.
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK hot %d 1000000000 %.0f\r\n", n, b + i }' | pipe_commands
+    awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD zhot %d %d\r\n", i, i }' | pipe_commands
+    cli config resetstat >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = n; i < 2 * n; i++) printf "SWL.CHECK hot %d 1000000000 %.0f\r\n", n, b + i }' | pipe_commands
+    awk -v n="$n" 'BEGIN { for (i = n; i < 2 * n; i++) printf "ZADD zhot %d %d\r\n", i, i }' | pipe_commands
+    local swl zadd
+    read -r swl_p50 swl_p99 <<<"$(percentiles swl.check)"
+    read -r zadd_p50 zadd_p99 <<<"$(percentiles zadd)"
+    printf '%-28s %10s %10s\n' "" "p50 (us)" "p99 (us)"
+    printf '%-28s %10s %10s\n' "SWL.CHECK, 100k in window" "$swl_p50" "$swl_p99"
+    printf '%-28s %10s %10s\n' "ZADD, 100k-200k entries" "$zadd_p50" "$zadd_p99"
+    printf 'p99 ratio SWL.CHECK/ZADD: %s (target <= 2)\n' "$(ratio "$swl_p99" "$zadd_p99")"
+}
+
+# One call that must trim `n` entries that have left the window, with
+# `kept` still inside it; against ZREMRANGEBYSCORE on an equal set.
+backlog_trim() {
+    local n=$1 kept=$2 base=1700000000000
+    cli flushall >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK backlog 1000000000 1000000000 %.0f\r\n", b + i }' | pipe_commands
+    awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD zbacklog %d %d\r\n", i, i }' | pipe_commands
+    local later=$((base + n + 1000))
+    if [ "$kept" -gt 0 ]; then
+        cli swl.check backlog 1000000000 1000000000 "$later" >/dev/null
+        cli zadd zbacklog "$((n + 1000))" keep >/dev/null
+    fi
+    cli config resetstat >/dev/null
+    cli swl.check backlog 1000 1000000000 "$((later + 999))" >/dev/null
+    cli zremrangebyscore zbacklog -inf "$((n - 1))" >/dev/null
+    printf '%-10s %-6s %12s %18s\n' "$n" "$kept" "$(usec_total swl.check)" "$(usec_total zremrangebyscore)"
+}
+
+start_server
+sha=$(cli script load "$LUA")
+version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
+echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
+echo
+echo "Throughput (requests/s)"
+printf '%-10s %10s %10s %10s %10s %12s %12s\n' workload PING ZADD Lua SWL.CHECK SWL/Lua SWL/ZADD
+throughput admitted 100000 1000   # many fresh keys, nearly all admitted
+throughput denied 10 10           # ten hot keys at their limit, nearly all denied
+echo
+echo "Memory per tracked request (MEMORY USAGE / entries, bytes)"
+printf '%-10s %14s %14s %10s %12s %12s\n' entries SWL.CHECK script SWL/script "encoding" "script enc."
+for n in 100 128 1000 10000; do memory_per_entry "$n"; done
+echo
+echo "Hot key (server-side latency, INFO latencystats)"
+hot_key_latency
+echo
+echo "One call trimming a backlog (server-side microseconds for the whole call)"
+printf '%-10s %-6s %12s %18s\n' trimmed kept SWL.CHECK ZREMRANGEBYSCORE
+for n in 1 8 32 64 256 4096 100000; do backlog_trim "$n" 1; done
+backlog_trim 100000 0
