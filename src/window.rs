@@ -29,6 +29,17 @@ pub trait ScoreLog {
     fn count_above(&self, floor: f64, cap: u64) -> u64;
     /// The score of the `n`-th newest entry (1-based) above `floor`.
     fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64>;
+    /// The exact number of entries above `floor`, where that is known
+    /// without reading the log (after a trim, say).
+    fn known_count_above(&self, _floor: f64) -> Option<u64> {
+        None
+    }
+    /// The score of the `n`-th oldest entry (1-based) above `floor`; asked
+    /// only where the count is known.
+    fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
+        let total = self.known_count_above(floor)?;
+        self.nth_newest_above(floor, (total + 1).checked_sub(n)?)
+    }
 }
 
 /// The five integers every check replies with.
@@ -88,8 +99,18 @@ impl Seen {
         if cost > self.window.limit {
             return -1;
         }
-        let nth = self.window.limit - cost + 1;
-        match log.nth_newest_above(self.window.floor(now), nth) {
+        let floor = self.window.floor(now);
+        let nth_newest = self.window.limit - cost + 1;
+        // The same entry is the k-th oldest: walk from the nearer end. A
+        // client held at its limit waits for one of the oldest entries.
+        let known = log.known_count_above(floor);
+        let entry = match known.map(|total| (total + cost).saturating_sub(self.window.limit)) {
+            Some(kth_oldest) if kth_oldest >= 1 && kth_oldest < nth_newest => {
+                log.nth_oldest_above(floor, kth_oldest)
+            }
+            _ => log.nth_newest_above(floor, nth_newest),
+        };
+        match entry {
             Some(score) => ms_until_left(score, self.window, now).max(1),
             None => 1,
         }
@@ -245,6 +266,25 @@ pub(crate) mod tests {
         fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
             let above: Vec<f64> = self.above(floor).collect();
             above.iter().rev().nth(n.checked_sub(1)? as usize).copied()
+        }
+        fn known_count_above(&self, floor: f64) -> Option<u64> {
+            Some(self.above(floor).count() as u64)
+        }
+        fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
+            self.above(floor).nth(n.checked_sub(1)? as usize)
+        }
+    }
+
+    /// The same log, read only from the newest end, as when no count is
+    /// known: both ways to find an entry must agree.
+    pub struct NewestFirst<'a>(pub &'a VecLog);
+
+    impl ScoreLog for NewestFirst<'_> {
+        fn count_above(&self, floor: f64, cap: u64) -> u64 {
+            self.0.count_above(floor, cap)
+        }
+        fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
+            self.0.nth_newest_above(floor, n)
         }
     }
 
@@ -515,14 +555,15 @@ pub(crate) mod tests {
             };
             let (now, cost) = (50 + rng.below(50), 1 + rng.below(5));
             let log = VecLog::of(&scores);
+            let expected = reference(&scores, w, now, cost);
             let allowed = admits(&log, &[w], now, cost);
             let v = verdict(&log, &[w], now, cost, allowed);
-            let expected = reference(&scores, w, now, cost);
-            assert_eq!(
-                (v.allowed, v.remaining, v.retry_after_ms),
-                expected,
-                "{scores:?} {w:?} {now} {cost}"
-            );
+            let got = (v.allowed, v.remaining, v.retry_after_ms);
+            assert_eq!(got, expected, "{scores:?} {w:?} {now} {cost}");
+            let newest_first = NewestFirst(&log);
+            let v = verdict(&newest_first, &[w], now, cost, allowed);
+            let got = (v.allowed, v.remaining, v.retry_after_ms);
+            assert_eq!(got, expected, "newest first: {scores:?} {w:?} {now} {cost}");
         }
     }
 

@@ -384,6 +384,25 @@ impl ScoreLog for ZsetKey {
         count
     }
 
+    fn known_count_above(&self, floor: f64) -> Option<u64> {
+        let known_above = self.all_above.get().is_some_and(|known| floor <= known);
+        known_above.then(|| self.len())
+    }
+
+    fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
+        if n == 0 {
+            return None;
+        }
+        let mut range = ScoreRange::first_in(self, floor, f64::INFINITY, true);
+        for _ in 1..n {
+            if range.at_end() {
+                return None;
+            }
+            range.advance();
+        }
+        range.score()
+    }
+
     fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
         if n == 0 {
             return None;
