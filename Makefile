@@ -1,13 +1,14 @@
 # make run   build the module and start redis-server with it (PORT=6379)
 # make test  unit tests and integration tests against real redis-server
+# make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
 # make lint  rustfmt and clippy, as CI checks them
-# Both install what is missing first (scripts/setup.sh).
+# run, test and bench install what is missing first (scripts/setup.sh).
 
 PORT ?= 6379
 CARGO ?= cargo
 MODULE := $(abspath target/release/libredis_swl.so)
 
-.PHONY: setup build run test lint
+.PHONY: setup build run test bench lint
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +21,9 @@ run: build
 
 test: build lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
+
+bench: build
+	SWL_MODULE=$(MODULE) bash scripts/bench.sh
 
 lint:
 	$(CARGO) fmt --check

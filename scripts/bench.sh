@@ -72,16 +72,28 @@ return 0'
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
+# Server-side microseconds per call of one command since the last reset.
+usec_per_call() {
+    cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { print $7 }'
+}
+
 throughput() {
     local name=$1 keyspace=$2 limit=$3
     cli flushall >/dev/null
     local ping zadd lua swl
+    cli config resetstat >/dev/null
     ping=$(rps "$keyspace" PING)
     zadd=$(rps "$keyspace" ZADD "zadd:$name:__rand_int__" 1 m)
     lua=$(rps "$keyspace" EVALSHA "$sha" 1 "lua:$name:__rand_int__" 60000 "$limit")
     swl=$(rps "$keyspace" SWL.CHECK "swl:$name:__rand_int__" 60000 "$limit" '*')
     printf '%-10s %10.0f %10.0f %10.0f %10.0f %12s %12s\n' "$name" "$ping" "$zadd" "$lua" "$swl" \
         "$(ratio "$swl" "$lua")" "$(ratio "$swl" "$zadd")"
+    local zadd_us lua_us swl_us
+    zadd_us=$(usec_per_call zadd)
+    lua_us=$(usec_per_call evalsha)
+    swl_us=$(usec_per_call swl.check)
+    server_time+=("$(printf '%-10s %10s %10s %10s %12s %12s' "$name" "$zadd_us" "$lua_us" "$swl_us" \
+        "$(ratio "$lua_us" "$swl_us")" "$(ratio "$zadd_us" "$swl_us")")")
 }
 
 # Sends N generated inline commands through one pipelined connection.
@@ -155,8 +167,13 @@ echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pip
 echo
 echo "Throughput (requests/s)"
 printf '%-10s %10s %10s %10s %10s %12s %12s\n' workload PING ZADD Lua SWL.CHECK SWL/Lua SWL/ZADD
+server_time=()
 throughput admitted 100000 1000   # many fresh keys, nearly all admitted
 throughput denied 10 10           # ten hot keys at their limit, nearly all denied
+echo
+echo "Server time per call (microseconds, INFO commandstats; the client shares the machine above)"
+printf '%-10s %10s %10s %10s %12s %12s\n' workload ZADD Lua SWL.CHECK Lua/SWL ZADD/SWL
+printf '%s\n' "${server_time[@]}"
 echo
 echo "Memory per tracked request (MEMORY USAGE / entries, bytes)"
 printf '%-10s %14s %14s %10s %12s %12s\n' entries SWL.CHECK script SWL/script "encoding" "script enc."
