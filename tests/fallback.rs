@@ -1,0 +1,288 @@
+//! The function library (scripts/swl.lua) against the module: the same long
+//! random sequence through both, every reply and error identical, every log
+//! with the same scores and entry count, and expiry by the same rule.
+
+mod support;
+
+use redis::{Connection, RedisResult};
+use support::{error_text, expire_time, scores, server_ms, Config, Rng, Server};
+
+fn load_library(server: &Server) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
+    let library = std::fs::read_to_string(path).expect("read scripts/swl.lua");
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query(&mut server.connect())
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "swl");
+}
+
+/// SWL.CHECK or SWL.PEEK on the module; FCALL swl_check or swl_peek on the
+/// library.
+fn command(module: bool, peek: bool, key: &str, args: &[String]) -> redis::Cmd {
+    let mut cmd = match (module, peek) {
+        (true, false) => redis::cmd("SWL.CHECK"),
+        (true, true) => redis::cmd("SWL.PEEK"),
+        (false, false) => redis::cmd("FCALL").arg("swl_check").arg(1).clone(),
+        (false, true) => redis::cmd("FCALL").arg("swl_peek").arg(1).clone(),
+    };
+    cmd.arg(key).arg(args);
+    cmd
+}
+
+/// The reply, or the error as text, to compare them exactly.
+fn call(
+    con: &mut Connection,
+    module: bool,
+    peek: bool,
+    key: &str,
+    args: &[String],
+) -> Result<Vec<i64>, String> {
+    let reply: RedisResult<Vec<i64>> = command(module, peek, key, args).query(con);
+    reply.map_err(|e| error_text(&e))
+}
+
+/// What one call did: its reply, the key's expiry before and after, and
+/// the server's clock around it.
+struct Step {
+    reply: Result<Vec<i64>, String>,
+    before: i64,
+    after: i64,
+    started: u64,
+    ended: u64,
+}
+
+/// Runs the call and then gives the key an hour-long TTL or none, in one
+/// transaction: the made-up times give real TTLs of a few milliseconds,
+/// which must not run out on one server and not the other.
+fn step(
+    con: &mut Connection,
+    module: bool,
+    peek: bool,
+    key: &str,
+    args: &[String],
+    persist: bool,
+) -> Step {
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("PEXPIRETIME")
+        .arg(key)
+        .cmd("TIME")
+        .add_command(command(module, peek, key, args))
+        .cmd("TIME")
+        .cmd("PEXPIRETIME")
+        .arg(key);
+    if persist {
+        pipe.cmd("PERSIST").arg(key);
+    } else {
+        pipe.cmd("PEXPIRE").arg(key).arg(3_600_000);
+    }
+    type Replies = (i64, (u64, u64), Vec<i64>, (u64, u64), i64, i64);
+    let ms = |(s, us): (u64, u64)| s * 1000 + us / 1000;
+    match pipe.query::<Replies>(con) {
+        Ok((before, started, reply, ended, after, _)) => Step {
+            reply: Ok(reply),
+            before,
+            after,
+            started: ms(started),
+            ended: ms(ended),
+        },
+        // The call failed, which changes nothing: ask again for its text.
+        Err(_) => Step {
+            reply: call(con, module, peek, key, args),
+            before: 0,
+            after: 0,
+            started: 0,
+            ended: 0,
+        },
+    }
+}
+
+fn random_args(rng: &mut Rng, clock: u64) -> Vec<String> {
+    // Explicit times only: with `*` each server reads its own clock.
+    let now = match rng.below(10) {
+        0 => clock.saturating_sub(rng.below(300)),
+        1 => clock + rng.below(300),
+        _ => clock,
+    }
+    .to_string();
+    let mut args = vec![
+        (1 + rng.below(400)).to_string(),
+        rng.below(9).to_string(),
+        now,
+    ];
+    for _ in 0..rng.below(4) {
+        match rng.below(4) {
+            0 => args.extend(["COST".into(), (1 + rng.below(4)).to_string()]),
+            1 | 2 => args.extend([
+                "WINDOW".into(),
+                (1 + rng.below(400)).to_string(),
+                rng.below(9).to_string(),
+            ]),
+            _ => args.push("PENALIZE".into()),
+        }
+    }
+    // Now and then a malformed argument: the errors must match too.
+    if rng.below(15) == 0 {
+        let at = rng.below(args.len() as u64) as usize;
+        args[at] = ["", "-1", "01", "1.5", "x", "COST", "99999999999999999"][rng.below(7) as usize]
+            .to_string();
+    }
+    args
+}
+
+/// Expiry after a call is either the one before (kept) or the server's
+/// time during the call plus reset_after_ms (set).
+#[derive(Debug, PartialEq, Clone, Copy)]
+enum Expiry {
+    Kept,
+    Set,
+    Either,
+    Neither,
+}
+
+fn classify(before: i64, after: i64, reset: i64, started: u64, ended: u64) -> Expiry {
+    let kept = before == after;
+    let set = after >= started as i64 + reset && after <= ended as i64 + reset;
+    match (kept, set) {
+        (true, true) => Expiry::Either,
+        (true, false) => Expiry::Kept,
+        (false, true) => Expiry::Set,
+        (false, false) => Expiry::Neither,
+    }
+}
+
+#[test]
+fn the_library_behaves_exactly_like_the_module() {
+    let module = Server::start();
+    let library = Server::with(Config::without_module());
+    load_library(&library);
+    let mut cons = [module.connect(), library.connect()];
+    let mut rng = Rng(0x00c0_ffee_1234_5678);
+    let mut clock = 500_000u64;
+    let mut seen = [0usize; 3];
+    for n in 0..2500 {
+        let key = format!("d{}", rng.below(4));
+        clock += rng.below(25);
+        let args = random_args(&mut rng, clock);
+        let peek = rng.below(5) == 0;
+        let persist = rng.below(3) == 0;
+        let steps: Vec<Step> = cons
+            .iter_mut()
+            .zip([true, false])
+            .map(|(con, is_module)| step(con, is_module, peek, &key, &args, persist))
+            .collect();
+        let expiries: Vec<Expiry> = steps
+            .iter()
+            .map(|s| match &s.reply {
+                // A trim that emptied the log removed the key.
+                _ if s.after == -2 => Expiry::Either,
+                Ok(r) if !peek => classify(s.before, s.after, r[4], s.started, s.ended),
+                _ if s.after == s.before => Expiry::Kept,
+                _ => Expiry::Neither,
+            })
+            .collect();
+        let replies: Vec<&Result<Vec<i64>, String>> = steps.iter().map(|s| &s.reply).collect();
+        let context = format!("step {n}: {key} {args:?} peek={peek}");
+        assert_eq!(replies[0], replies[1], "{context}");
+        assert!(
+            !expiries.contains(&Expiry::Neither),
+            "{context}: expiry {expiries:?}"
+        );
+        assert!(
+            !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set)),
+            "{context}: expiry {expiries:?}"
+        );
+        let [a, b] = &mut cons;
+        assert_eq!(scores(a, &key), scores(b, &key), "{context}: the logs");
+        assert_eq!(
+            expire_time(a, key.as_bytes()) == -2,
+            expire_time(b, key.as_bytes()) == -2,
+            "{context}"
+        );
+        match &replies[0] {
+            Ok(reply) => seen[reply[0] as usize] += 1,
+            Err(_) => seen[2] += 1,
+        }
+    }
+    assert!(
+        seen.iter().all(|&n| n > 100),
+        "admits, denials and errors: {seen:?}"
+    );
+}
+
+#[test]
+fn the_library_reports_the_same_errors() {
+    let module = Server::start();
+    let library = Server::with(Config::without_module());
+    load_library(&library);
+    let cases: &[&[&str]] = &[
+        &["1000", "5"],
+        &["0", "5", "1"],
+        &["1000", "-5", "1"],
+        &["1000", "5", "now"],
+        &["1000", "5", "1", "COST", "0"],
+        &["1000", "5", "1", "COST", "100001"],
+        &["1000", "5", "1", "WINDOW", "10"],
+        &["1000", "5", "1", "PENALIZE", "PENALIZE"],
+        &["1000", "5", "1", "BOGUS"],
+    ];
+    for args in cases {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let expected = call(&mut module.connect(), true, false, "k", &args);
+        assert!(expected.is_err(), "{args:?}");
+        assert_eq!(
+            call(&mut library.connect(), false, false, "k", &args),
+            expected,
+            "{args:?}"
+        );
+    }
+    for server in [&module, &library] {
+        let _: () = redis::cmd("SET")
+            .arg("s")
+            .arg("v")
+            .query(&mut server.connect())
+            .unwrap();
+    }
+    let args: Vec<String> = ["1000", "5", "1"].map(String::from).to_vec();
+    for peek in [false, true] {
+        let expected = call(&mut module.connect(), true, peek, "s", &args);
+        assert_eq!(
+            expected,
+            Err("WRONGTYPE Operation against a key holding the wrong kind of value".to_string())
+        );
+        assert_eq!(
+            call(&mut library.connect(), false, peek, "s", &args),
+            expected
+        );
+    }
+}
+
+#[test]
+fn the_library_takes_the_server_clock_for_star() {
+    let library = Server::with(Config::without_module());
+    load_library(&library);
+    let mut con = library.connect();
+    let args: Vec<String> = ["60000", "5", "*", "COST", "2"].map(String::from).to_vec();
+    let before = server_ms(&mut con);
+    assert_eq!(
+        call(&mut con, false, false, "now", &args),
+        Ok(vec![1, 5, 3, -1, 60000])
+    );
+    let after = server_ms(&mut con);
+    let log = scores(&mut con, "now");
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0], log[1]);
+    let recorded = log[0] as u64;
+    assert!(
+        (before..=after).contains(&recorded),
+        "{before} <= {recorded} <= {after}"
+    );
+    // Exact, or 1 ms late if a millisecond ticked inside the function
+    // between reading the clock and setting the expiry (see swl.lua).
+    let expiry = expire_time(&mut con, b"now") - (recorded as i64 + 60000);
+    assert!(expiry == 0 || expiry == 1, "expiry off by {expiry} ms");
+    let members = support::entries(&mut con, b"now");
+    assert!(members.iter().all(|(m, _)| m.len() == 14), "{members:?}");
+}
