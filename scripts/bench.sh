@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures SWL.CHECK against the baselines it replaces, all in one run on
 # one server with one client setting, and prints ratios:
-#   throughput  PING, a bare ZADD, the usual Lua script (EVALSHA) and
+#   throughput  PING, a bare ZADD, the usual Lua script (EVALSHA), the
+#               function library scripts/swl.lua (FCALL swl_check) and
 #               SWL.CHECK, on several workloads (redis-benchmark)
 #   memory      bytes per tracked request, against the script's key layout
 #   latency     server-side p50/p99 on a hot key with 100,000 entries, and
@@ -80,14 +81,15 @@ usec_per_call() {
 throughput() {
     local name=$1 keyspace=$2 limit=$3
     cli flushall >/dev/null
-    local ping zadd lua swl
+    local ping zadd lua library swl
     cli config resetstat >/dev/null
     ping=$(rps "$keyspace" PING)
     zadd=$(rps "$keyspace" ZADD "zadd:$name:__rand_int__" 1 m)
     lua=$(rps "$keyspace" EVALSHA "$sha" 1 "lua:$name:__rand_int__" 60000 "$limit")
+    library=$(rps "$keyspace" FCALL swl_check 1 "fn:$name:__rand_int__" 60000 "$limit" '*')
     swl=$(rps "$keyspace" SWL.CHECK "swl:$name:__rand_int__" 60000 "$limit" '*')
-    printf '%-10s %10.0f %10.0f %10.0f %10.0f %12s %12s\n' "$name" "$ping" "$zadd" "$lua" "$swl" \
-        "$(ratio "$swl" "$lua")" "$(ratio "$swl" "$zadd")"
+    printf '%-10s %10.0f %10.0f %10.0f %10.0f %10.0f %9s %9s %9s\n' "$name" "$ping" "$zadd" "$lua" "$library" \
+        "$swl" "$(ratio "$swl" "$lua")" "$(ratio "$swl" "$library")" "$(ratio "$swl" "$zadd")"
     local zadd_us lua_us swl_us
     zadd_us=$(usec_per_call zadd)
     lua_us=$(usec_per_call evalsha)
@@ -162,11 +164,12 @@ backlog_trim() {
 
 start_server
 sha=$(cli script load "$LUA")
+cli function load replace "$(cat scripts/swl.lua)" >/dev/null
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
 echo
 echo "Throughput (requests/s)"
-printf '%-10s %10s %10s %10s %10s %12s %12s\n' workload PING ZADD Lua SWL.CHECK SWL/Lua SWL/ZADD
+printf '%-10s %10s %10s %10s %10s %10s %9s %9s %9s\n' workload PING ZADD Lua swl.lua SWL.CHECK SWL/Lua SWL/lib SWL/ZADD
 server_time=()
 throughput admitted 100000 1000   # many fresh keys, nearly all admitted
 throughput denied 10 10           # ten hot keys at their limit, nearly all denied
