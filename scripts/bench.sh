@@ -90,12 +90,13 @@ throughput() {
     swl=$(rps "$keyspace" SWL.CHECK "swl:$name:__rand_int__" 60000 "$limit" '*')
     printf '%-10s %10.0f %10.0f %10.0f %10.0f %10.0f %9s %9s %9s\n' "$name" "$ping" "$zadd" "$lua" "$library" \
         "$swl" "$(ratio "$swl" "$lua")" "$(ratio "$swl" "$library")" "$(ratio "$swl" "$zadd")"
-    local zadd_us lua_us swl_us
+    local zadd_us lua_us library_us swl_us
     zadd_us=$(usec_per_call zadd)
     lua_us=$(usec_per_call evalsha)
+    library_us=$(usec_per_call fcall)
     swl_us=$(usec_per_call swl.check)
-    server_time+=("$(printf '%-10s %10s %10s %10s %12s %12s' "$name" "$zadd_us" "$lua_us" "$swl_us" \
-        "$(ratio "$lua_us" "$swl_us")" "$(ratio "$zadd_us" "$swl_us")")")
+    server_time+=("$(printf '%-10s %10s %10s %10s %10s %9s %9s %9s' "$name" "$zadd_us" "$lua_us" "$library_us" \
+        "$swl_us" "$(ratio "$lua_us" "$swl_us")" "$(ratio "$library_us" "$swl_us")" "$(ratio "$zadd_us" "$swl_us")")")
 }
 
 # Sends N generated inline commands through one pipelined connection.
@@ -175,7 +176,7 @@ throughput admitted 100000 1000   # many fresh keys, nearly all admitted
 throughput denied 10 10           # ten hot keys at their limit, nearly all denied
 echo
 echo "Server time per call (microseconds, INFO commandstats; the client shares the machine above)"
-printf '%-10s %10s %10s %10s %12s %12s\n' workload ZADD Lua SWL.CHECK Lua/SWL ZADD/SWL
+printf '%-10s %10s %10s %10s %10s %9s %9s %9s\n' workload ZADD Lua swl.lua SWL.CHECK Lua/SWL lib/SWL ZADD/SWL
 printf '%s\n' "${server_time[@]}"
 echo
 echo "Memory per tracked request (MEMORY USAGE / entries, bytes)"
