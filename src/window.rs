@@ -288,10 +288,11 @@ pub(crate) mod tests {
         }
     }
 
-    const W: Window = Window {
-        window_ms: 1000,
-        limit: 3,
-    };
+    const fn w(window_ms: u64, limit: u64) -> Window {
+        Window { window_ms, limit }
+    }
+
+    const W: Window = w(1000, 3);
 
     fn after_admit(log: &VecLog, now: u64, cost: u64) -> VecLog {
         let mut scores = log.0.clone();
@@ -363,10 +364,7 @@ pub(crate) mod tests {
     #[test]
     fn waiting_cannot_help_a_cost_above_the_limit() {
         let log = VecLog::default();
-        let zero = Window {
-            window_ms: 1000,
-            limit: 0,
-        };
+        let zero = w(1000, 0);
         assert!(!admits(&log, &[zero], 10, 1));
         assert_eq!(
             verdict(&log, &[zero], 10, 1, false),
@@ -392,30 +390,15 @@ pub(crate) mod tests {
     #[test]
     fn fractional_and_infinite_scores_round_up_and_clamp() {
         let log = VecLog(vec![4500.5, f64::INFINITY]);
-        let v = verdict(
-            &log,
-            &[Window {
-                window_ms: 1000,
-                limit: 2,
-            }],
-            5000,
-            1,
-            false,
-        );
+        let v = verdict(&log, &[w(1000, 2)], 5000, 1, false);
         assert_eq!(v.retry_after_ms, 501);
         assert_eq!(v.reset_after_ms, i64::MAX);
     }
 
     #[test]
     fn the_widest_window_sets_reset() {
-        let short = Window {
-            window_ms: 10,
-            limit: 5,
-        };
-        let long = Window {
-            window_ms: 100,
-            limit: 50,
-        };
+        let short = w(10, 5);
+        let long = w(100, 50);
         assert_eq!(widest(&[short, long]), long);
         let log = VecLog::of(&[95]);
         assert_eq!(
@@ -426,40 +409,22 @@ pub(crate) mod tests {
 
     #[test]
     fn admitted_verdict_names_the_window_with_least_left_first_on_ties() {
-        let a = Window {
-            window_ms: 10,
-            limit: 2,
-        };
-        let b = Window {
-            window_ms: 100,
-            limit: 5,
-        };
-        let c = Window {
-            window_ms: 1000,
-            limit: 4,
-        };
+        let a = w(10, 2);
+        let b = w(100, 5);
+        let c = w(1000, 4);
         // Entries at 50 and 95: a holds 1 (1 left), b 2 (3 left), c 2 (2 left).
         let log = VecLog::of(&[50, 95]);
         let v = verdict(&log, &[a, b, c], 100, 1, true);
         assert_eq!((v.limit, v.remaining), (2, 1));
-        let tie = Window {
-            window_ms: 1000,
-            limit: 3,
-        };
+        let tie = w(1000, 3);
         let v = verdict(&log, &[c, tie, b], 100, 1, true);
         assert_eq!((v.limit, v.remaining), (3, 1));
     }
 
     #[test]
     fn denied_verdict_names_the_window_that_waits_longest() {
-        let burst = Window {
-            window_ms: 10,
-            limit: 1,
-        };
-        let hourly = Window {
-            window_ms: 1000,
-            limit: 2,
-        };
+        let burst = w(10, 1);
+        let hourly = w(1000, 2);
         // Entries at 0 and 95: burst denies (wait 5), hourly denies (wait 900).
         let log = VecLog::of(&[0, 95]);
         let v = verdict(&log, &[burst, hourly], 100, 1, false);
@@ -471,14 +436,8 @@ pub(crate) mod tests {
 
     #[test]
     fn windows_that_admit_do_not_bind_a_denial() {
-        let loose = Window {
-            window_ms: 10,
-            limit: 100,
-        };
-        let tight = Window {
-            window_ms: 1000,
-            limit: 1,
-        };
+        let loose = w(10, 100);
+        let tight = w(1000, 1);
         let log = VecLog::of(&[50]);
         let v = verdict(&log, &[loose, tight], 100, 1, false);
         assert_eq!((v.limit, v.remaining, v.retry_after_ms), (1, 0, 950));
@@ -569,16 +528,7 @@ pub(crate) mod tests {
 
     #[test]
     fn largest_limit_bounds_the_log() {
-        let windows = [
-            Window {
-                window_ms: 10,
-                limit: 7,
-            },
-            Window {
-                window_ms: 100,
-                limit: 5,
-            },
-        ];
+        let windows = [w(10, 7), w(100, 5)];
         assert_eq!(largest_limit(&windows), 7);
     }
 }

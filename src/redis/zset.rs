@@ -86,6 +86,11 @@ impl ZsetKey {
         raw::KeyType::from(unsafe { raw::RedisModule_KeyType.map_or(0, |f| f(self.key)) })
     }
 
+    /// Whether a trim has shown every entry to lie above `floor`.
+    fn known_all_above(&self, floor: f64) -> bool {
+        self.all_above.get().is_some_and(|known| floor <= known)
+    }
+
     /// Number of entries in the log.
     pub fn len(&self) -> u64 {
         if self.key.is_null() {
@@ -371,8 +376,9 @@ impl Drop for ZsetKey {
 
 impl ScoreLog for ZsetKey {
     fn count_above(&self, floor: f64, cap: u64) -> u64 {
-        let known_above = self.all_above.get().is_some_and(|known| floor <= known);
-        if known_above || ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end() {
+        let all_above = self.known_all_above(floor)
+            || ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end();
+        if all_above {
             return self.len().min(cap);
         }
         let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
@@ -385,44 +391,22 @@ impl ScoreLog for ZsetKey {
     }
 
     fn known_count_above(&self, floor: f64) -> Option<u64> {
-        let known_above = self.all_above.get().is_some_and(|known| floor <= known);
-        known_above.then(|| self.len())
+        self.known_all_above(floor).then(|| self.len())
     }
 
     fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        if n == 0 {
-            return None;
-        }
-        let mut range = ScoreRange::first_in(self, floor, f64::INFINITY, true);
-        for _ in 1..n {
-            if range.at_end() {
-                return None;
-            }
-            range.advance();
-        }
-        range.score()
+        ScoreRange::first_in(self, floor, f64::INFINITY, true).nth_score(n, ScoreRange::advance)
     }
 
     fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        if n == 0 {
-            return None;
-        }
         // The newest is usually what was just recorded: confirm that
         // nothing lies above it, which reads no element.
-        if let Some(recorded) = self.recorded_at.get() {
-            let newer = !ScoreRange::last_in(self, recorded, f64::INFINITY, true).at_end();
-            if n == 1 && recorded > floor && !newer {
+        if let Some(recorded) = self.recorded_at.get().filter(|&r| n == 1 && r > floor) {
+            if ScoreRange::last_in(self, recorded, f64::INFINITY, true).at_end() {
                 return Some(recorded);
             }
         }
-        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
-        for _ in 1..n {
-            if range.at_end() {
-                return None;
-            }
-            range.retreat();
-        }
-        range.score()
+        ScoreRange::last_in(self, floor, f64::INFINITY, true).nth_score(n, ScoreRange::retreat)
     }
 }
 
@@ -482,6 +466,20 @@ impl<'a> ScoreRange<'a> {
         // SAFETY: current() hands over ownership of the member.
         unsafe { self.key.free(member) };
         Some(score)
+    }
+
+    /// The score `n - 1` steps on from here (1-based), stepping with `step`.
+    fn nth_score(mut self, n: u64, step: fn(&mut Self)) -> Option<f64> {
+        if n == 0 {
+            return None;
+        }
+        for _ in 1..n {
+            if self.at_end() {
+                return None;
+            }
+            step(&mut self);
+        }
+        self.score()
     }
 
     /// Up to `limit` members from here on, oldest first, owned by the caller.
