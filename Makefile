@@ -16,8 +16,10 @@ setup:
 build: setup
 	$(CARGO) build --release --lib
 
+# Data (dump.rdb) goes to target/run, not into the source tree.
 run: build
-	exec redis-server --port $(PORT) --loadmodule $(MODULE)
+	mkdir -p target/run
+	exec redis-server --port $(PORT) --dir $(abspath target/run) --loadmodule $(MODULE)
 
 test: build lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
