@@ -97,17 +97,24 @@ fn exercise(program: &Path, before: &[PathBuf], client: &str) {
     );
 }
 
-#[test]
-fn the_rust_example_maps_replies_to_headers() {
+/// `cargo test` builds examples only as test targets, so build the program.
+fn build_rust_example() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--example", "http_headers"])
+        .current_dir(manifest())
+        .status()
+        .expect("run cargo build --example");
+    assert!(status.success(), "building the Rust example failed");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest().join("target"));
-    let example = target.join("debug/examples/http_headers");
-    assert!(
-        example.exists(),
-        "build it with cargo test (or cargo build --example http_headers)"
-    );
-    exercise(&example, &[], "rust");
+    target.join("debug/examples/http_headers")
+}
+
+#[test]
+fn the_rust_example_maps_replies_to_headers() {
+    exercise(&build_rust_example(), &[], "rust");
 }
 
 #[test]
