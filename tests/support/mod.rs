@@ -251,15 +251,6 @@ fn free_port() -> u16 {
         .expect("find a free loopback port")
 }
 
-/// Runs SWL.CHECK (or any command given as `name`) and returns its reply.
-pub fn call(con: &mut Connection, args: &[&[u8]]) -> Result<Value, RedisError> {
-    let mut command = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("SWL.CHECK"));
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command.query(con)
-}
-
 /// `SWL.CHECK key args...`, expected to succeed with five integers.
 pub fn check(con: &mut Connection, key: &str, args: &[&str]) -> [i64; 5] {
     let reply: Vec<i64> = redis::cmd("SWL.CHECK")
