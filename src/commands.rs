@@ -37,8 +37,9 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let reply = verdict(&key, windows, now, cost, allowed);
         // The key lives exactly as long as its newest entry stays in the
         // window. A denial keeps an existing expiry but repairs a missing one.
+        // Saturating: an entry scored +inf by another tool means "never".
         if recorded || key.expire_at().is_none() {
-            key.set_expire_at(clock.saturating_add_signed(reply.reset_after_ms) as i64);
+            key.set_expire_at((clock as i64).saturating_add(reply.reset_after_ms));
         }
         Ok(reply)
     });

@@ -171,3 +171,29 @@ fn large_and_small_trims_reach_replicas_exactly() {
     wait_for_replicas(&mut con, 1);
     assert_eq!(state(&mut replica.connect()), expected);
 }
+
+#[test]
+fn scores_from_other_tools_keep_replicas_exact() {
+    let master = Server::start();
+    let replica = start_replica(&master, Config::without_module());
+    let mut con = master.connect();
+    // A fractional and an infinite score, written by something else.
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&["odd", "4500.5", "a", "+inf", "b"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        check(&mut con, "odd", &["1000", "5", "5000"]),
+        [1, 5, 2, -1, i64::MAX]
+    );
+    assert_eq!(
+        check(&mut con, "odd", &["1000", "3", "5000"]),
+        [0, 3, 0, 501, i64::MAX]
+    );
+    // Never expires: an infinite entry never leaves the window.
+    assert_eq!(expire_time(&mut con, b"odd"), i64::MAX);
+    wait_for_replicas(&mut con, 1);
+    let expected = state(&mut con);
+    assert_eq!(expected.len(), 1);
+    assert_eq!(state(&mut replica.connect()), expected);
+}
