@@ -155,7 +155,7 @@ fn large_and_small_trims_reach_replicas_exactly() {
             );
         }
     }
-    // Trims of 1, 10, 60 and 300 entries: one by one and in one call.
+    // Trims of 1, 9, 60 and 300 entries: one by one and in one call.
     for (key, now) in [
         ("lp", 1_010_000u64),
         ("lp", 1_010_009),
@@ -164,10 +164,34 @@ fn large_and_small_trims_reach_replicas_exactly() {
     ] {
         check(&mut con, key, &["1000000", "1000000", &now.to_string()]);
     }
+    let scores = |con: &mut Connection, key: &str| -> Vec<f64> {
+        entries(con, key.as_bytes())
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect()
+    };
+    assert_eq!(scores(&mut con, "lp").len(), 100 - 70 + 3);
+    assert_eq!(scores(&mut con, "lp")[0], 10_070.0);
+    assert_eq!(scores(&mut con, "sl").len(), 400 - 300 + 1);
+    // Penalized denials, then caps: lp drops 2 entries one by one (its
+    // trim empties the old ones first), sl drops 98 in one call.
+    for (key, limit) in [("lp", "4"), ("sl", "5")] {
+        let reply = check(
+            &mut con,
+            key,
+            &["1000000", limit, "1010300", "COST", "3", "PENALIZE"],
+        );
+        assert_eq!(reply[0], 0, "{key} is denied");
+    }
+    assert_eq!(
+        scores(&mut con, "lp"),
+        [1_010_069.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
+    );
+    assert_eq!(
+        scores(&mut con, "sl"),
+        [10_399.0, 1_010_299.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
+    );
     let expected = state(&mut con);
-    assert_eq!(expected[0].1.len(), 100 - 70 + 3);
-    assert_eq!(expected[1].1.len(), 400 - 300 + 1);
-    assert_eq!(expected[0].1[0].1, 10_070.0);
     wait_for_replicas(&mut con, 1);
     assert_eq!(state(&mut replica.connect()), expected);
 }

@@ -15,6 +15,14 @@ use super::server_time_ms;
 use crate::error::SwlError;
 use crate::window::ScoreLog;
 
+/// RedisModule_Call, which takes its arguments as C varargs.
+type RawCall = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *const std::os::raw::c_char,
+    *const std::os::raw::c_char,
+    ...
+) -> *mut raw::RedisModuleCallReply;
+
 /// Whether a key is opened to be changed or only looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -138,22 +146,41 @@ impl ZsetKey {
             // SAFETY: taken from the stopped range; owned here.
             unsafe { self.free(member) };
         }
-        // The command changes the set under an open handle: close it first.
+        self.call_with_key_closed(|call, ctx, name| {
+            // SAFETY: the format matches the arguments (key string, C
+            // string, long long).
+            unsafe {
+                call(
+                    ctx,
+                    c"ZREMRANGEBYSCORE".as_ptr(),
+                    c"scl".as_ptr(),
+                    name,
+                    c"-inf".as_ptr(),
+                    floor as libc::c_longlong,
+                )
+            }
+        });
+    }
+
+    /// Runs one command on this key through RM_Call, for removals too large
+    /// to make one entry at a time. The command changes the set under the
+    /// handle, so the handle is closed around it. Without the "!" flag the
+    /// call is not propagated: callers propagate the effect themselves.
+    fn call_with_key_closed(
+        &mut self,
+        run: impl FnOnce(
+            RawCall,
+            *mut raw::RedisModuleCtx,
+            *mut raw::RedisModuleString,
+        ) -> *mut raw::RedisModuleCallReply,
+    ) {
         self.close();
-        // SAFETY: the format matches the arguments (key string, C string,
-        // long long); no "!" flag, so the call is not propagated by itself.
+        // SAFETY: both functions are set at load; the reply is freed once.
         unsafe {
             if let (Some(call), Some(free_reply)) =
                 (raw::RedisModule_Call, raw::RedisModule_FreeCallReply)
             {
-                let reply = call(
-                    self.ctx,
-                    c"ZREMRANGEBYSCORE".as_ptr(),
-                    c"scl".as_ptr(),
-                    self.name,
-                    c"-inf".as_ptr(),
-                    floor as libc::c_longlong,
-                );
+                let reply = run(call, self.ctx, self.name);
                 if !reply.is_null() {
                     free_reply(reply);
                 }
@@ -165,25 +192,40 @@ impl ZsetKey {
 
     /// Drops the oldest entries until at most `max_entries` are left, and
     /// propagates that as ZREMRANGEBYRANK (ranks order replicas alike).
-    pub fn cap_to(&self, max_entries: u64) {
+    pub fn cap_to(&mut self, max_entries: u64) {
         let excess = self.len().saturating_sub(max_entries);
         if excess == 0 {
             return;
         }
-        let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false);
-        let doomed = range.take_members(excess);
-        drop(range);
-        let removed = self.remove(doomed);
-        if removed > 0 {
-            self.replicate_ranks(removed as i64 - 1);
+        let last_rank = excess as i64 - 1;
+        if excess <= Self::REMOVE_ONE_BY_ONE_AT_MOST {
+            let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false);
+            let doomed = range.take_members(excess);
+            drop(range);
+            self.remove(doomed);
+        } else {
+            self.call_with_key_closed(|call, ctx, name| {
+                // SAFETY: the format matches the arguments: key string, two
+                // long longs.
+                unsafe {
+                    call(
+                        ctx,
+                        c"ZREMRANGEBYRANK".as_ptr(),
+                        c"sll".as_ptr(),
+                        name,
+                        0 as libc::c_longlong,
+                        last_rank as libc::c_longlong,
+                    )
+                }
+            });
         }
+        self.replicate_ranks(last_rank);
     }
 
     /// Removes the given members (taken from a stopped range) and frees them.
-    fn remove(&self, members: Vec<*mut raw::RedisModuleString>) -> usize {
+    fn remove(&self, members: Vec<*mut raw::RedisModuleString>) {
         // What was recorded may be among them.
         self.recorded_at.set(None);
-        let count = members.len();
         for member in members {
             let mut deleted: c_int = 0;
             // SAFETY: member came from this key's range iterator, which has
@@ -193,7 +235,6 @@ impl ZsetKey {
                 self.free(member);
             }
         }
-        count
     }
 
     /// Adds `count` entries scored `score`, each under a member no other
