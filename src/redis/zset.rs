@@ -256,12 +256,19 @@ impl ZsetKey {
         while left > 0 {
             let n = left.min(CHUNK as u64) as usize;
             let mut argv = [ptr::null_mut(); 2 * CHUNK];
-            for pair in argv.chunks_exact_mut(2).take(n) {
-                pair[0] = score_arg;
-                pair[1] = self.add_unique(score as f64);
+            let mut added = 0;
+            for _ in 0..n {
+                // Only what was really added is propagated.
+                if let Some(member) = self.add_unique(score as f64) {
+                    argv[2 * added] = score_arg;
+                    argv[2 * added + 1] = member;
+                    added += 1;
+                }
             }
-            self.replicate_add(&mut argv[..2 * n]);
-            for pair in argv.chunks_exact(2).take(n) {
+            if added > 0 {
+                self.replicate_add(&mut argv[..2 * added]);
+            }
+            for pair in argv.chunks_exact(2).take(added) {
                 // SAFETY: created by add_unique and owned here.
                 unsafe { self.free(pair[1]) };
             }
@@ -273,7 +280,8 @@ impl ZsetKey {
 
     /// NX makes a clash with an existing member try another value instead
     /// of moving that entry.
-    fn add_unique(&self, score: f64) -> *mut raw::RedisModuleString {
+    /// The member added, or None if the key refused the write.
+    fn add_unique(&self, score: f64) -> Option<*mut raw::RedisModuleString> {
         loop {
             let member = self.new_number(next_member_id());
             let mut flags: c_int = raw::REDISMODULE_ZADD_NX as c_int;
@@ -284,13 +292,16 @@ impl ZsetKey {
                     f(self.key, score, member, &mut flags)
                 })
             };
-            if status != raw::REDISMODULE_OK as c_int
-                || flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0
-            {
-                return member;
+            let added = status == raw::REDISMODULE_OK as c_int
+                && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0;
+            if added {
+                return Some(member);
             }
             // SAFETY: the member was not stored; we still own it.
             unsafe { self.free(member) };
+            if status != raw::REDISMODULE_OK as c_int {
+                return None;
+            }
         }
     }
 
