@@ -175,10 +175,14 @@ local function record(key, now, count, clock)
   end
 end
 
-local function open(keys)
-  if #keys ~= 1 then return redis.error_reply('ERR the function takes exactly one key') end
+-- The request, or an error reply: arguments first, then the key's type.
+local function prepare(keys, args, command)
+  local request, err = parse(args, command)
+  if not request then return nil, redis.error_reply(err) end
+  if #keys ~= 1 then return nil, redis.error_reply('ERR the function takes exactly one key') end
   local kind = redis.call('TYPE', keys[1])['ok']
-  if kind ~= 'zset' and kind ~= 'none' then return redis.error_reply(ERR_WRONGTYPE) end
+  if kind ~= 'zset' and kind ~= 'none' then return nil, redis.error_reply(ERR_WRONGTYPE) end
+  return request
 end
 
 local function server_clock()
@@ -188,10 +192,8 @@ local function server_clock()
 end
 
 local function swl_check(keys, args)
-  local request, err = parse(args, 'swl.check')
-  if not request then return redis.error_reply(err) end
-  local failed = open(keys)
-  if failed then return failed end
+  local request, failed = prepare(keys, args, 'swl.check')
+  if not request then return failed end
   local key = keys[1]
   local clock_ms, clock = server_clock()
   local now = request.now == '*' and clock_ms or request.now
@@ -220,10 +222,8 @@ local function swl_check(keys, args)
 end
 
 local function swl_peek(keys, args)
-  local request, err = parse(args, 'swl.peek')
-  if not request then return redis.error_reply(err) end
-  local failed = open(keys)
-  if failed then return failed end
+  local request, failed = prepare(keys, args, 'swl.peek')
+  if not request then return failed end
   local now = request.now == '*' and server_clock() or request.now
   local allowed = admits(keys[1], request.windows, now, request.cost)
   return verdict(keys[1], request.windows, now, request.cost, allowed, allowed and request.cost or 0)

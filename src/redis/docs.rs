@@ -72,10 +72,7 @@ fn set_info(
 
     let mut key_specs = [key_spec(key_flags), end_of_key_specs()];
     let mut now_choices = [
-        arg(
-            c"now_ms",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        ),
+        integer(c"now_ms"),
         Arg {
             token: c"*".as_ptr(),
             summary: c"the server's clock".as_ptr(),
@@ -86,17 +83,7 @@ fn set_info(
         },
         end_of_args(),
     ];
-    let mut window_parts = [
-        arg(
-            c"window_ms",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        ),
-        arg(
-            c"limit",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        ),
-        end_of_args(),
-    ];
+    let mut window_parts = [integer(c"window_ms"), integer(c"limit"), end_of_args()];
     let optional = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
     let mut args = vec![
         Arg {
@@ -106,14 +93,8 @@ fn set_info(
                 raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
             )
         },
-        arg(
-            c"window_ms",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        ),
-        arg(
-            c"limit",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        ),
+        integer(c"window_ms"),
+        integer(c"limit"),
         Arg {
             subargs: now_choices.as_mut_ptr(),
             ..arg(
@@ -124,10 +105,7 @@ fn set_info(
         Arg {
             token: c"COST".as_ptr(),
             flags: optional,
-            ..arg(
-                c"cost",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-            )
+            ..integer(c"cost")
         },
         Arg {
             token: c"WINDOW".as_ptr(),
@@ -170,6 +148,13 @@ fn set_info(
     } else {
         Err("the server rejected the command info")
     }
+}
+
+fn integer(name: &'static CStr) -> Arg {
+    arg(
+        name,
+        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+    )
 }
 
 fn arg(name: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
