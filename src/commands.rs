@@ -38,8 +38,14 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         // The key lives exactly as long as its newest entry stays in the
         // window. A denial keeps an existing expiry but repairs a missing one.
         // Saturating: an entry scored +inf by another tool means "never".
-        if recorded || key.expire_at().is_none() {
-            key.set_expire_at((clock as i64).saturating_add(reply.reset_after_ms));
+        // Checks in the same millisecond on a busy key compute the same
+        // expiry: setting and propagating it again would change nothing.
+        let expiry = key.expire_at();
+        if recorded || expiry.is_none() {
+            let at = (clock as i64).saturating_add(reply.reset_after_ms);
+            if expiry != Some(at) {
+                key.set_expire_at(at);
+            }
         }
         Ok(reply)
     });
