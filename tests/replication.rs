@@ -221,3 +221,36 @@ fn scores_from_other_tools_keep_replicas_exact() {
     assert_eq!(expected.len(), 1);
     assert_eq!(state(&mut replica.connect()), expected);
 }
+
+#[test]
+fn checks_inside_transactions_and_scripts_replicate_exactly() {
+    let master = Server::start();
+    let replica = start_replica(&master, Config::without_module());
+    let mut con = master.connect();
+    let (first, second): (Vec<i64>, Vec<i64>) = redis::pipe()
+        .atomic()
+        .cmd("SWL.CHECK")
+        .arg(&["tx", "60000", "2", "*"])
+        .cmd("SWL.CHECK")
+        .arg(&["tx", "60000", "2", "*", "COST", "2"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((first[0], second[0]), (1, 0));
+    let from_script: Vec<i64> = redis::cmd("EVAL")
+        .arg("return redis.call('SWL.CHECK', KEYS[1], '60000', '3', '*', 'COST', '2')")
+        .arg(1)
+        .arg("lua")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(from_script, [1, 3, 1, -1, 60000]);
+    wait_for_replicas(&mut con, 1);
+    let expected = state(&mut con);
+    assert_eq!(
+        expected
+            .iter()
+            .map(|(_, log, _)| log.len())
+            .collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(state(&mut replica.connect()), expected);
+}
