@@ -104,12 +104,13 @@ impl Seen {
         // The same entry is the k-th oldest: walk from the nearer end. A
         // client held at its limit waits for one of the oldest entries.
         let known = log.known_count_above(floor);
-        let entry = match known.map(|total| (total + cost).saturating_sub(self.window.limit)) {
-            Some(kth_oldest) if kth_oldest >= 1 && kth_oldest < nth_newest => {
-                log.nth_oldest_above(floor, kth_oldest)
-            }
-            _ => log.nth_newest_above(floor, nth_newest),
-        };
+        let entry =
+            match known.map(|total| total.saturating_add(cost).saturating_sub(self.window.limit)) {
+                Some(kth_oldest) if kth_oldest >= 1 && kth_oldest < nth_newest => {
+                    log.nth_oldest_above(floor, kth_oldest)
+                }
+                _ => log.nth_newest_above(floor, nth_newest),
+            };
         match entry {
             Some(score) => ms_until_left(score, self.window, now).max(1),
             None => 1,
