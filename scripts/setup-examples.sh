@@ -12,7 +12,16 @@ python)
     env=target/example-env
     if ! "$env/bin/python" -c 'import redis' 2>/dev/null; then
         rm -rf "$env"
-        python3 -m venv "$env" || { echo "setup-examples: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+        if ! python3 -m venv "$env" 2>/dev/null; then
+            # Debian ships the venv module apart from python3.
+            if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+                rm -rf "$env"
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 ||
+                    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+            fi
+            rm -rf "$env"
+            python3 -m venv "$env" || { echo "setup-examples: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+        fi
         "$env/bin/pip" install -q -r examples/python/requirements.txt || exit 1
     fi
     ;;
