@@ -135,9 +135,7 @@ impl ZsetKey {
     const REMOVE_ONE_BY_ONE_AT_MOST: u64 = 64;
 
     fn remove_through(&mut self, floor: f64) {
-        let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false);
-        let doomed = range.take_members(Self::REMOVE_ONE_BY_ONE_AT_MOST + 1);
-        drop(range);
+        let doomed = self.oldest_members(floor, Self::REMOVE_ONE_BY_ONE_AT_MOST + 1);
         if doomed.len() as u64 <= Self::REMOVE_ONE_BY_ONE_AT_MOST {
             self.remove(doomed);
             return;
@@ -199,10 +197,7 @@ impl ZsetKey {
         }
         let last_rank = excess as i64 - 1;
         if excess <= Self::REMOVE_ONE_BY_ONE_AT_MOST {
-            let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false);
-            let doomed = range.take_members(excess);
-            drop(range);
-            self.remove(doomed);
+            self.remove(self.oldest_members(f64::INFINITY, excess));
         } else {
             self.call_with_key_closed(|call, ctx, name| {
                 // SAFETY: the format matches the arguments: key string, two
@@ -220,6 +215,12 @@ impl ZsetKey {
             });
         }
         self.replicate_ranks(last_rank);
+    }
+
+    /// Up to `limit` members scored at or below `max`, oldest first, owned
+    /// by the caller; the range is stopped before they are used.
+    fn oldest_members(&self, max: f64, limit: u64) -> Vec<*mut raw::RedisModuleString> {
+        ScoreRange::first_in(self, f64::NEG_INFINITY, max, false).take_members(limit)
     }
 
     /// Removes the given members (taken from a stopped range) and frees them.
@@ -323,7 +324,7 @@ impl ZsetKey {
         }
         // SAFETY: key is a live, non-empty handle opened for writing.
         unsafe { raw::RedisModule_SetAbsExpire.map(|f| f(self.key, at_ms)) };
-        self.replicate(c"PEXPIREAT", c"sl", at_ms);
+        self.replicate_expire_at(at_ms);
     }
 
     fn replicate_trim(&self, floor: f64) {
@@ -387,16 +388,16 @@ impl ZsetKey {
         }
     }
 
-    fn replicate(&self, command: &CStr, format: &CStr, number: i64) {
-        // SAFETY: callers pass the format "sl": the key string, a long long.
+    fn replicate_expire_at(&self, at_ms: i64) {
+        // SAFETY: the format "sl" matches the key string and a long long.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
                 replicate(
                     self.ctx,
-                    command.as_ptr(),
-                    format.as_ptr(),
+                    c"PEXPIREAT".as_ptr(),
+                    c"sl".as_ptr(),
                     self.name,
-                    number as libc::c_longlong,
+                    at_ms as libc::c_longlong,
                 );
             }
         }
