@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{check, error_text, Server};
+use support::{check, check_result, Server};
 
 fn connect_as(server: &Server, user: &str) -> redis::Connection {
     redis::Client::open(format!(
@@ -15,11 +15,7 @@ fn connect_as(server: &Server, user: &str) -> redis::Connection {
 }
 
 fn try_check(con: &mut redis::Connection, key: &str) -> Result<Vec<i64>, String> {
-    redis::cmd("SWL.CHECK")
-        .arg(key)
-        .arg(&["60000", "5", "1000"])
-        .query(con)
-        .map_err(|e| error_text(&e))
+    check_result(con, key, &["60000", "5", "1000"])
 }
 
 #[test]

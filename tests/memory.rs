@@ -4,7 +4,7 @@
 mod support;
 
 use redis::Connection;
-use support::{check, error_text, snapshot, Server};
+use support::{check, check_result, snapshot, Server};
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -17,11 +17,7 @@ fn used_memory(con: &mut Connection) -> u64 {
 }
 
 fn try_check(con: &mut Connection, key: &str, now: &str) -> Result<Vec<i64>, String> {
-    redis::cmd("SWL.CHECK")
-        .arg(key)
-        .arg(&["60000", "100", now])
-        .query(con)
-        .map_err(|e| error_text(&e))
+    check_result(con, key, &["60000", "100", now])
 }
 
 #[test]

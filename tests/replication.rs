@@ -4,7 +4,9 @@
 mod support;
 
 use redis::Connection;
-use support::{check, entries, expire_time, start_replica, wait_for_replicas, Config, Server};
+use support::{
+    check, entries, expire_time, scores, start_replica, wait_for_replicas, Config, Server,
+};
 
 fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
     let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
@@ -164,12 +166,6 @@ fn large_and_small_trims_reach_replicas_exactly() {
     ] {
         check(&mut con, key, &["1000000", "1000000", &now.to_string()]);
     }
-    let scores = |con: &mut Connection, key: &str| -> Vec<f64> {
-        entries(con, key.as_bytes())
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect()
-    };
     assert_eq!(scores(&mut con, "lp").len(), 100 - 70 + 3);
     assert_eq!(scores(&mut con, "lp")[0], 10_070.0);
     assert_eq!(scores(&mut con, "sl").len(), 400 - 300 + 1);

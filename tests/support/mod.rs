@@ -263,6 +263,15 @@ pub fn check(con: &mut Connection, key: &str, args: &[&str]) -> [i64; 5] {
         .unwrap_or_else(|r| panic!("expected five integers, got {r:?}"))
 }
 
+/// `SWL.CHECK key args...`: five integers, or the error's exact text.
+pub fn check_result(con: &mut Connection, key: &str, args: &[&str]) -> Result<Vec<i64>, String> {
+    redis::cmd("SWL.CHECK")
+        .arg(key)
+        .arg(args)
+        .query(con)
+        .map_err(|e| error_text(&e))
+}
+
 /// The exact error text a command replies with (code and message).
 pub fn error_text(error: &RedisError) -> String {
     match (error.code(), error.detail()) {
