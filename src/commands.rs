@@ -10,7 +10,7 @@ use crate::redis::server_time_ms;
 use crate::redis::zset::{Access, ZsetKey};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
-use crate::window::{admits, largest_limit, verdict, widest, Verdict, WithRecorded};
+use crate::window::{self, expiry_after, Verdict};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
@@ -23,29 +23,25 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let clock = server_time_ms();
         let now = moment(&request, clock);
         let mut key = ZsetKey::open(ctx, &args[1], Access::Write)?;
-        let (windows, cost) = (&request.windows, request.cost);
-        key.trim_through(widest(windows).floor(now));
-        let allowed = admits(&key, windows, now, cost);
-        let recorded = allowed || request.penalize;
-        if recorded {
-            key.record(now, cost);
-        }
-        if !allowed && request.penalize {
-            // However hard a client retries, its log stays this small.
-            key.cap_to(largest_limit(windows));
-        }
-        let reply = verdict(&key, windows, now, cost, allowed);
-        // The key lives exactly as long as its newest entry stays in the
-        // window. A denial keeps an existing expiry but repairs a missing one.
-        // Saturating: an entry scored +inf by another tool means "never".
-        // Checks in the same millisecond on a busy key compute the same
-        // expiry: setting and propagating it again would change nothing.
-        let expiry = key.expire_at();
-        if recorded || expiry.is_none() {
-            let at = (clock as i64).saturating_add(reply.reset_after_ms);
-            if expiry != Some(at) {
-                key.set_expire_at(at);
-            }
+        let reply = window::check(
+            &mut key,
+            &request.windows,
+            now,
+            request.cost,
+            request.penalize,
+        );
+        // The key lives at least until its newest entry leaves the window,
+        // on the server's clock. Checks in the same millisecond on a busy
+        // key compute the same expiry: setting and propagating it again
+        // would change nothing.
+        let current = key.expire_at();
+        let at = expiry_after(
+            reply.allowed,
+            current,
+            (clock as i64).saturating_add(reply.reset_after_ms),
+        );
+        if current != Some(at) {
+            key.set_expire_at(at);
         }
         Ok(reply)
     });
@@ -64,14 +60,7 @@ pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let request = parse(Command::Peek, &args)?;
         let now = moment(&request, server_time_ms());
         let key = ZsetKey::open(ctx, &args[1], Access::Read)?;
-        let (windows, cost) = (&request.windows, request.cost);
-        let allowed = admits(&key, windows, now, cost);
-        let after = WithRecorded {
-            log: &key,
-            score: now as f64,
-            count: if allowed { cost } else { 0 },
-        };
-        Ok(verdict(&after, windows, now, cost, allowed))
+        Ok(window::peek(&key, &request.windows, now, request.cost))
     });
     if outcome.is_ok() {
         stats::count_peek();

@@ -8,7 +8,7 @@ mod request;
 mod stats;
 mod window;
 
-use crate::redis::docs::register_command_docs;
+use crate::redis::init;
 use redis_module::redis_module;
 
 // Unit tests run without a server, where Redis's allocator does not exist.
@@ -26,7 +26,7 @@ redis_module! {
     version: 1,
     allocator: (ModuleAllocator, MODULE_ALLOCATOR),
     data_types: [],
-    init: register_command_docs,
+    init: init,
     commands: [
         ["swl.check", commands::check, "write deny-oom", 1, 1, 1, ""],
         ["swl.peek", commands::peek, "readonly", 1, 1, 1, ""],

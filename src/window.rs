@@ -1,10 +1,20 @@
 //! The sliding-window-log decision, as plain functions over a sorted log of
-//! scores (milliseconds). Nothing here knows about Redis: the log is read
-//! through [`ScoreLog`], which the sorted-set key implements in `zset.rs` and
-//! a plain vector implements in the tests below.
+//! entry times (milliseconds). Nothing here knows about Redis: the log is
+//! read through [`ScoreLog`], which the sorted-set key implements in
+//! `redis/zset.rs` and a plain vector implements in the tests below.
+//!
+//! Every window's count is read once per call, and every other figure comes
+//! from a rank in the log, so a call with W windows on a log of N entries
+//! costs O(W log N) whatever the limits.
 
 /// The largest integer a sorted-set score (an IEEE double) holds exactly.
 pub const MAX_MS: u64 = (1 << 53) - 1;
+
+/// The wait reported for an entry that never leaves its window (a score of
+/// `+inf` written by another tool): above every wait an entry the module
+/// writes can give (at most 2 * MAX_MS), and exact as a double, so the
+/// function library can reply it too.
+pub const NEVER_MS: i64 = 1 << 54;
 
 /// At most `limit` units in any `window_ms` milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,32 +24,22 @@ pub struct Window {
 }
 
 impl Window {
-    /// Entries with a score at or below this are outside the window at `now`.
-    /// Exact: both operands are at most 2^53-1, so the difference and its
-    /// conversion to a double are exact.
-    pub fn floor(&self, now: u64) -> f64 {
-        (now as i64 - self.window_ms as i64) as f64
+    /// Entries scored at or below this are outside the window at `now`.
+    /// Exact: both operands are at most 2^53-1.
+    pub fn floor(&self, now: u64) -> i64 {
+        now as i64 - self.window_ms as i64
     }
 }
 
-/// Read access to a log of scores. Reads go newest first and stop early:
-/// every figure a window needs lies within its newest `limit + 1` entries.
+/// Read access to a log: a sorted multiset of scores. Each method should
+/// cost at most O(log N).
 pub trait ScoreLog {
-    /// Number of entries with a score above `floor`, counting at most `cap`.
-    fn count_above(&self, floor: f64, cap: u64) -> u64;
-    /// The score of the `n`-th newest entry (1-based) above `floor`.
-    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64>;
-    /// The exact number of entries above `floor`, where that is known
-    /// without reading the log (after a trim, say).
-    fn known_count_above(&self, _floor: f64) -> Option<u64> {
-        None
-    }
-    /// The score of the `n`-th oldest entry (1-based) above `floor`; asked
-    /// only where the count is known.
-    fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        let total = self.known_count_above(floor)?;
-        self.nth_newest_above(floor, (total + 1).checked_sub(n)?)
-    }
+    /// Number of entries.
+    fn len(&self) -> u64;
+    /// Number of entries scored above `floor`.
+    fn count_above(&self, floor: i64) -> u64;
+    /// The score at `rank`, 0 being the oldest entry.
+    fn score_at(&self, rank: u64) -> Option<f64>;
 }
 
 /// The five integers every check replies with.
@@ -71,60 +71,50 @@ pub fn largest_limit(windows: &[Window]) -> u64 {
     windows.iter().map(|w| w.limit).max().unwrap_or(0)
 }
 
-/// What one window sees of the log at `now`.
-struct Seen {
-    window: Window,
-    /// Entries in the window, counted up to `limit + 1`.
-    count: u64,
+/// The entries in each window at `now`, in the order of `windows`.
+pub fn counts(log: &impl ScoreLog, windows: &[Window], now: u64) -> Vec<u64> {
+    windows
+        .iter()
+        .map(|w| log.count_above(w.floor(now)))
+        .collect()
 }
 
-impl Seen {
-    fn of(log: &impl ScoreLog, window: Window, now: u64) -> Seen {
-        let count = log.count_above(window.floor(now), window.limit.saturating_add(1));
-        Seen { window, count }
-    }
-
-    fn fits(&self, cost: u64) -> bool {
-        self.count.saturating_add(cost) <= self.window.limit
-    }
-
-    fn remaining(&self) -> u64 {
-        self.window.limit.saturating_sub(self.count)
-    }
-
-    /// When `cost` more units would fit: once all but the newest
-    /// `limit - cost` entries have left, i.e. when the (limit - cost + 1)-th
-    /// newest does (the k-th oldest, k = count + cost - limit).
-    fn retry_after(&self, log: &impl ScoreLog, now: u64, cost: u64) -> i64 {
-        if cost > self.window.limit {
-            return -1;
-        }
-        let floor = self.window.floor(now);
-        let nth_newest = self.window.limit - cost + 1;
-        // The same entry is the k-th oldest: walk from the nearer end. A
-        // client held at its limit waits for one of the oldest entries.
-        let known = log.known_count_above(floor);
-        let entry =
-            match known.map(|total| total.saturating_add(cost).saturating_sub(self.window.limit)) {
-                Some(kth_oldest) if kth_oldest >= 1 && kth_oldest < nth_newest => {
-                    log.nth_oldest_above(floor, kth_oldest)
-                }
-                _ => log.nth_newest_above(floor, nth_newest),
-            };
-        match entry {
-            Some(score) => ms_until_left(score, self.window, now).max(1),
-            None => 1,
-        }
-    }
+fn fits(count: u64, cost: u64, window: Window) -> bool {
+    count.saturating_add(cost) <= window.limit
 }
 
-/// Whether a request of `cost` units at `now` fits every window.
-pub fn admits(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> bool {
-    windows.iter().all(|&w| Seen::of(log, w, now).fits(cost))
+/// Whether a request of `cost` units fits every window.
+pub fn admits(windows: &[Window], counts: &[u64], cost: u64) -> bool {
+    windows
+        .iter()
+        .zip(counts)
+        .all(|(&w, &count)| fits(count, cost, w))
 }
 
-/// The reply for a request of `cost` units at `now`, read off the log as it
-/// stands after the request was (or was not) recorded.
+/// How many entries a penalized denial records: no more than the cap to
+/// the largest limit keeps, so nothing is written only to be removed.
+/// `newer` entries lie after `now` and outrank the ones recorded.
+pub fn penalty_entries(cost: u64, largest_limit: u64, newer: u64) -> u64 {
+    cost.min(largest_limit.saturating_sub(newer))
+}
+
+/// Each window's count after a call that recorded `recorded` entries at
+/// `now` (inside every window) and then, with a `cap`, kept only the
+/// newest `cap` entries of the log (each window is a newest part of it).
+pub fn counts_after(counts: &[u64], recorded: u64, cap: Option<u64>) -> Vec<u64> {
+    counts
+        .iter()
+        .map(|&count| {
+            let count = count.saturating_add(recorded);
+            cap.map_or(count, |cap| count.min(cap))
+        })
+        .collect()
+}
+
+/// The reply for a request of `cost` units at `now`, from each window's
+/// count after the call (`counts`) and the log as it then stands.
+/// `pending` says that `cost` entries at `now` count as recorded without
+/// being in the log (SWL.PEEK of a request that would be admitted).
 ///
 /// `limit`, `remaining` and `retry_after_ms` describe the binding window:
 /// when denied, the denying window that makes the client wait longest (one
@@ -133,29 +123,32 @@ pub fn admits(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> b
 pub fn verdict(
     log: &impl ScoreLog,
     windows: &[Window],
+    counts: &[u64],
     now: u64,
     cost: u64,
     allowed: bool,
+    pending: bool,
 ) -> Verdict {
-    let describe = |seen: &Seen, retry_after_ms| Verdict {
+    let describe = |window: Window, count: u64, retry_after_ms| Verdict {
         allowed,
-        limit: seen.window.limit,
-        remaining: seen.remaining(),
+        limit: window.limit,
+        remaining: window.limit.saturating_sub(count),
         retry_after_ms,
         reset_after_ms: 0,
     };
-    let seen = windows.iter().map(|&w| Seen::of(log, w, now));
+    let seen = windows.iter().copied().zip(counts.iter().copied());
     let binding = if allowed {
-        seen.map(|s| describe(&s, -1)).reduce(|best, next| {
-            if next.remaining < best.remaining {
-                next
-            } else {
-                best
-            }
-        })
+        seen.map(|(w, count)| describe(w, count, -1))
+            .reduce(|best, next| {
+                if next.remaining < best.remaining {
+                    next
+                } else {
+                    best
+                }
+            })
     } else {
-        seen.filter(|s| !s.fits(cost))
-            .map(|s| describe(&s, s.retry_after(log, now, cost)))
+        seen.filter(|&(w, count)| !fits(count, cost, w))
+            .map(|(w, count)| describe(w, count, retry_after(log, w, now, cost)))
             .reduce(|best, next| {
                 if waits_longer(next.retry_after_ms, best.retry_after_ms) {
                     next
@@ -168,19 +161,44 @@ pub fn verdict(
     // it now stands (a penalty cap shrank it), the first window describes
     // it, and the client may retry at once.
     let mut reply = binding.unwrap_or_else(|| {
-        let first = Seen::of(
-            log,
-            windows.first().copied().unwrap_or(widest(windows)),
-            now,
-        );
-        describe(&first, if allowed { -1 } else { 1 })
+        let first = windows.first().copied().unwrap_or(widest(windows));
+        let count = counts.first().copied().unwrap_or(0);
+        describe(first, count, if allowed { -1 } else { 1 })
     });
-    let widest = widest(windows);
-    reply.reset_after_ms = match log.nth_newest_above(widest.floor(now), 1) {
-        Some(newest) => ms_until_left(newest, widest, now),
-        None => 0,
-    };
+    reply.reset_after_ms = reset_after(log, widest(windows), now, pending);
     reply
+}
+
+/// When `cost` more units would fit a window they do not fit now: once all
+/// but the newest `limit - cost` entries have left it, i.e. when the
+/// (limit - cost + 1)-th newest entry of the log leaves. That entry lies in
+/// the window, which holds at least that many since the cost does not fit.
+fn retry_after(log: &impl ScoreLog, window: Window, now: u64, cost: u64) -> i64 {
+    if cost > window.limit {
+        return -1;
+    }
+    let nth_newest = window.limit - cost + 1;
+    let entry = log
+        .len()
+        .checked_sub(nth_newest)
+        .and_then(|rank| log.score_at(rank));
+    entry.map_or(1, |score| ms_until_left(score, window, now).max(1))
+}
+
+/// Until the newest entry leaves the widest window; 0 if none is in it.
+fn reset_after(log: &impl ScoreLog, widest: Window, now: u64, pending: bool) -> i64 {
+    let floor = widest.floor(now) as f64;
+    let newest = log
+        .len()
+        .checked_sub(1)
+        .and_then(|rank| log.score_at(rank))
+        .filter(|&score| score > floor);
+    let newest = match (newest, pending) {
+        (Some(score), true) => Some(score.max(now as f64)),
+        (None, true) => Some(now as f64),
+        (newest, false) => newest,
+    };
+    newest.map_or(0, |score| ms_until_left(score, widest, now))
 }
 
 /// -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
@@ -193,60 +211,95 @@ fn waits_longer(retry: i64, than: i64) -> bool {
 }
 
 /// Milliseconds from `now` until an entry at `score` leaves `window`, i.e.
-/// until `score <= t - window_ms`. Scores written by other tools may be
-/// fractional or huge, hence the rounding up and the clamp.
-fn ms_until_left(score: f64, window: Window, now: u64) -> i64 {
-    let wait = (score + window.window_ms as f64 - now as f64).ceil();
-    if wait.is_nan() || wait <= 0.0 {
-        0
-    } else if wait >= i64::MAX as f64 {
-        i64::MAX
+/// until `score <= t - window_ms`, in exact integer arithmetic: the sum can
+/// pass 2^53, where doubles lose their last bits. Scores written by other
+/// tools may be fractional (rounded up: ceil(s + w - t) = ceil(s) + w - t)
+/// or infinite (never leaves: NEVER_MS).
+pub fn ms_until_left(score: f64, window: Window, now: u64) -> i64 {
+    // Beyond this a score is past every real time; below, ceil is exact
+    // and converts to an integer exactly.
+    const HUGE: f64 = (1u64 << 60) as f64;
+    let score = score.ceil();
+    if score.is_nan() || score <= -HUGE {
+        return 0;
+    }
+    if score >= HUGE {
+        return NEVER_MS;
+    }
+    let wait = score as i128 + i128::from(window.window_ms) - i128::from(now);
+    wait.clamp(0, i128::from(NEVER_MS)) as i64
+}
+
+/// The key's absolute expiry after a check, given its expiry before
+/// (`current`) and the moment its newest entry leaves (`target`): an
+/// admitted request sets exactly that; a denial may lengthen the expiry
+/// but never shortens it, so the key outlives the wait it reports.
+pub fn expiry_after(allowed: bool, current: Option<i64>, target: i64) -> i64 {
+    match current {
+        Some(at) if !allowed => at.max(target),
+        _ => target,
+    }
+}
+
+/// What a check needs to change the log, beside reading it.
+pub trait LogWriter: ScoreLog {
+    /// Removes every entry scored at or below `floor`.
+    fn trim_through(&mut self, floor: i64);
+    /// Adds `count` entries scored `at`.
+    fn record(&mut self, at: u64, count: u64);
+    /// Drops the oldest entries until at most `max_entries` are left.
+    fn cap_to(&mut self, max_entries: u64);
+}
+
+/// SWL.CHECK on a log: trims it to the widest window, admits the request
+/// if every window has room for `cost` more units, records it as `cost`
+/// entries at `now` (a denial too, with `penalize`, after which the log is
+/// capped to the largest limit), and returns the reply.
+pub fn check(
+    log: &mut impl LogWriter,
+    windows: &[Window],
+    now: u64,
+    cost: u64,
+    penalize: bool,
+) -> Verdict {
+    log.trim_through(widest(windows).floor(now));
+    let before = counts(log, windows, now);
+    let allowed = admits(windows, &before, cost);
+    let (recorded, cap) = if allowed {
+        (cost, None)
+    } else if penalize {
+        // However hard a client retries, its log stays this small.
+        let cap = largest_limit(windows);
+        let newer = log.count_above(now as i64);
+        (penalty_entries(cost, cap, newer), Some(cap))
     } else {
-        wait as i64
+        (0, None)
+    };
+    if recorded > 0 {
+        log.record(now, recorded);
     }
+    if let Some(cap) = cap {
+        log.cap_to(cap);
+    }
+    let after = counts_after(&before, recorded, cap);
+    verdict(log, windows, &after, now, cost, allowed, false)
 }
 
-/// A log as it would be with `count` more entries at `score`: what a check
-/// that admits would leave behind, without writing anything.
-pub struct WithRecorded<'a, L> {
-    pub log: &'a L,
-    pub score: f64,
-    pub count: u64,
-}
-
-impl<L: ScoreLog> ScoreLog for WithRecorded<'_, L> {
-    fn count_above(&self, floor: f64, cap: u64) -> u64 {
-        let base = self.log.count_above(floor, cap);
-        if self.score > floor {
-            base.saturating_add(self.count).min(cap)
-        } else {
-            base
-        }
-    }
-
-    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        if self.score <= floor || self.count == 0 {
-            return self.log.nth_newest_above(floor, n);
-        }
-        // Newest first: base entries above `score`, then the recorded ones,
-        // then the rest of the base (equal scores are interchangeable).
-        let newer = self.log.count_above(self.score, n);
-        if n <= newer {
-            self.log.nth_newest_above(floor, n)
-        } else if n <= newer.saturating_add(self.count) {
-            Some(self.score)
-        } else {
-            self.log.nth_newest_above(floor, n - self.count)
-        }
-    }
+/// SWL.PEEK on a log: the reply `check` would give, changing nothing.
+/// Entries outside the widest window are ignored rather than trimmed.
+pub fn peek(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> Verdict {
+    let before = counts(log, windows, now);
+    let allowed = admits(windows, &before, cost);
+    let after = counts_after(&before, if allowed { cost } else { 0 }, None);
+    verdict(log, windows, &after, now, cost, allowed, allowed)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
-    /// A log held in a sorted vector: the reference the key API must match.
-    #[derive(Debug, Default, Clone)]
+    /// A log held in a sorted vector: the reference every encoding matches.
+    #[derive(Debug, Default, Clone, PartialEq)]
     pub struct VecLog(pub Vec<f64>);
 
     impl VecLog {
@@ -255,37 +308,32 @@ pub(crate) mod tests {
             scores.sort_by(f64::total_cmp);
             VecLog(scores)
         }
-        fn above(&self, floor: f64) -> impl Iterator<Item = f64> + '_ {
-            self.0.iter().copied().filter(move |&s| s > floor)
-        }
     }
 
     impl ScoreLog for VecLog {
-        fn count_above(&self, floor: f64, cap: u64) -> u64 {
-            (self.above(floor).count() as u64).min(cap)
+        fn len(&self) -> u64 {
+            self.0.len() as u64
         }
-        fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
-            let above: Vec<f64> = self.above(floor).collect();
-            above.iter().rev().nth(n.checked_sub(1)? as usize).copied()
+        fn count_above(&self, floor: i64) -> u64 {
+            self.0.iter().filter(|&&s| s > floor as f64).count() as u64
         }
-        fn known_count_above(&self, floor: f64) -> Option<u64> {
-            Some(self.above(floor).count() as u64)
-        }
-        fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
-            self.above(floor).nth(n.checked_sub(1)? as usize)
+        fn score_at(&self, rank: u64) -> Option<f64> {
+            self.0.get(usize::try_from(rank).ok()?).copied()
         }
     }
 
-    /// The same log, read only from the newest end, as when no count is
-    /// known: both ways to find an entry must agree.
-    pub struct NewestFirst<'a>(pub &'a VecLog);
-
-    impl ScoreLog for NewestFirst<'_> {
-        fn count_above(&self, floor: f64, cap: u64) -> u64 {
-            self.0.count_above(floor, cap)
+    impl LogWriter for VecLog {
+        fn trim_through(&mut self, floor: i64) {
+            self.0.retain(|&s| s > floor as f64);
         }
-        fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
-            self.0.nth_newest_above(floor, n)
+        fn record(&mut self, at: u64, count: u64) {
+            self.0
+                .extend(std::iter::repeat_n(at as f64, count as usize));
+            self.0.sort_by(f64::total_cmp);
+        }
+        fn cap_to(&mut self, max_entries: u64) {
+            let excess = self.0.len().saturating_sub(max_entries as usize);
+            self.0.drain(..excess);
         }
     }
 
@@ -295,45 +343,41 @@ pub(crate) mod tests {
 
     const W: Window = w(1000, 3);
 
-    fn after_admit(log: &VecLog, now: u64, cost: u64) -> VecLog {
-        let mut scores = log.0.clone();
-        scores.extend(std::iter::repeat_n(now as f64, cost as usize));
-        scores.sort_by(f64::total_cmp);
-        VecLog(scores)
+    fn denial(limit: u64, remaining: u64, retry: i64, reset: i64) -> Verdict {
+        Verdict {
+            allowed: false,
+            limit,
+            remaining,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+        }
     }
 
     #[test]
     fn entry_at_window_edge_is_out_and_one_later_is_in() {
         let now = 5000;
-        assert_eq!(VecLog::of(&[4000]).count_above(W.floor(now), 9), 0);
-        assert_eq!(VecLog::of(&[4001]).count_above(W.floor(now), 9), 1);
+        assert_eq!(VecLog::of(&[4000]).count_above(W.floor(now)), 0);
+        assert_eq!(VecLog::of(&[4001]).count_above(W.floor(now)), 1);
+        let mut log = VecLog::of(&[4000, 4001]);
+        check(&mut log, &[W], now, 1, false);
+        assert_eq!(log, VecLog::of(&[4001, 5000]));
     }
 
     #[test]
     fn floor_is_exact_at_the_largest_values() {
-        let w = Window {
-            window_ms: MAX_MS,
-            limit: 1,
-        };
-        assert_eq!(w.floor(MAX_MS), 0.0);
-        assert_eq!(w.floor(0), -(MAX_MS as f64));
-        assert_eq!((-(MAX_MS as f64)) as i64, -(MAX_MS as i64));
+        let w = w(MAX_MS, 1);
+        assert_eq!(w.floor(MAX_MS), 0);
+        assert_eq!(w.floor(0), -(MAX_MS as i64));
+        assert_eq!(w.floor(0) as f64 as i64, -(MAX_MS as i64));
     }
 
     #[test]
     fn admits_up_to_the_limit_then_denies() {
-        let log = VecLog::of(&[100, 200]);
-        assert!(admits(&log, &[W], 300, 1));
-        assert!(!admits(&log, &[W], 300, 2));
-        let full = after_admit(&log, 300, 1);
-        assert!(!admits(&full, &[W], 300, 1));
-    }
-
-    #[test]
-    fn admitted_verdict_counts_the_recorded_request() {
-        let log = after_admit(&VecLog::of(&[100, 200]), 300, 1);
+        let mut log = VecLog::of(&[100, 200]);
+        assert!(!check(&mut log.clone(), &[W], 300, 2, false).allowed);
+        let admitted = check(&mut log, &[W], 300, 1, false);
         assert_eq!(
-            verdict(&log, &[W], 300, 1, true),
+            admitted,
             Verdict {
                 allowed: true,
                 limit: 3,
@@ -342,58 +386,82 @@ pub(crate) mod tests {
                 reset_after_ms: 1000,
             }
         );
+        assert!(!check(&mut log, &[W], 300, 1, false).allowed);
+        assert_eq!(log, VecLog::of(&[100, 200, 300]));
     }
 
     #[test]
     fn denied_verdict_waits_for_the_kth_oldest_entry() {
         // Full log at 100, 200, 300; a cost of 2 needs the two oldest gone:
         // the entry at 200 leaves at 1200, 900 ms after now = 300.
-        let log = VecLog::of(&[100, 200, 300]);
+        let mut log = VecLog::of(&[100, 200, 300]);
         assert_eq!(
-            verdict(&log, &[W], 300, 2, false),
-            Verdict {
-                allowed: false,
-                limit: 3,
-                remaining: 0,
-                retry_after_ms: 900,
-                reset_after_ms: 1000,
-            }
+            check(&mut log, &[W], 300, 2, false),
+            denial(3, 0, 900, 1000)
         );
-        assert_eq!(verdict(&log, &[W], 300, 1, false).retry_after_ms, 800);
+        assert_eq!(check(&mut log, &[W], 300, 1, false).retry_after_ms, 800);
+        assert_eq!(log, VecLog::of(&[100, 200, 300]));
     }
 
     #[test]
     fn waiting_cannot_help_a_cost_above_the_limit() {
-        let log = VecLog::default();
-        let zero = w(1000, 0);
-        assert!(!admits(&log, &[zero], 10, 1));
+        let mut log = VecLog::default();
         assert_eq!(
-            verdict(&log, &[zero], 10, 1, false),
-            Verdict {
-                allowed: false,
-                limit: 0,
-                remaining: 0,
-                retry_after_ms: -1,
-                reset_after_ms: 0,
-            }
+            check(&mut log, &[w(1000, 0)], 10, 1, false),
+            denial(0, 0, -1, 0)
         );
-        assert_eq!(verdict(&log, &[W], 10, 4, false).retry_after_ms, -1);
+        assert_eq!(check(&mut log, &[W], 10, 4, false).retry_after_ms, -1);
     }
 
     #[test]
     fn entries_from_the_future_stay_in_the_window() {
-        let log = VecLog::of(&[9000]);
-        let v = verdict(&log, &[W], 5000, 1, false);
-        assert_eq!(v.remaining, 2);
-        assert_eq!(v.reset_after_ms, 5000);
+        let mut log = VecLog::of(&[9000]);
+        let v = check(&mut log, &[w(1000, 1)], 5000, 1, false);
+        assert_eq!(v, denial(1, 0, 5000, 5000));
+        assert_eq!(log, VecLog::of(&[9000]));
     }
 
     #[test]
-    fn fractional_and_infinite_scores_round_up_and_clamp() {
-        let log = VecLog(vec![4500.5, f64::INFINITY]);
-        let v = verdict(&log, &[w(1000, 2)], 5000, 1, false);
-        assert_eq!(v.retry_after_ms, 501);
-        assert_eq!(v.reset_after_ms, i64::MAX);
+    fn fractional_scores_round_up_and_infinite_ones_never_leave() {
+        let mut log = VecLog(vec![4500.5, f64::INFINITY]);
+        let v = check(&mut log, &[w(1000, 2)], 5000, 1, false);
+        assert_eq!(v, denial(2, 0, 501, NEVER_MS));
+        let mut log = VecLog(vec![f64::INFINITY]);
+        assert_eq!(
+            check(&mut log, &[w(1000, 1)], 5000, 1, false).retry_after_ms,
+            NEVER_MS
+        );
+        // -inf is out of every window and trimmed.
+        let mut log = VecLog(vec![f64::NEG_INFINITY]);
+        assert!(check(&mut log, &[w(1000, 1)], 5000, 1, false).allowed);
+        assert_eq!(log, VecLog::of(&[5000]));
+    }
+
+    #[test]
+    fn every_figure_is_exact_at_the_top_of_the_range() {
+        // Sums here pass 2^53, where doubles lose their last bit.
+        let top = w(1000, 2);
+        let mut log = VecLog::default();
+        let v = check(&mut log, &[top], MAX_MS, 1, false);
+        assert_eq!((v.remaining, v.reset_after_ms), (1, 1000));
+        // Earlier in time: the entry at 2^53-1 is still in the window.
+        let v = check(&mut log, &[top], 0, 1, false);
+        assert_eq!((v.remaining, v.reset_after_ms), (0, 9_007_199_254_741_991));
+        assert_eq!(log, VecLog::of(&[0, MAX_MS]));
+        let v = check(&mut log, &[top], 0, 1, false);
+        assert_eq!(v, denial(2, 0, 1000, 9_007_199_254_741_991));
+        let wide = w(MAX_MS, MAX_MS);
+        let v = check(&mut VecLog::of(&[MAX_MS]), &[wide], 0, 1, false);
+        assert_eq!(v.limit, MAX_MS);
+        assert_eq!(v.remaining, MAX_MS - 2);
+        assert_eq!(v.reset_after_ms, 2 * MAX_MS as i64);
+        let full = w(MAX_MS, 1);
+        let v = check(&mut VecLog::of(&[MAX_MS]), &[full], 0, 1, false);
+        assert_eq!(v.retry_after_ms, 2 * MAX_MS as i64);
+        assert_eq!(ms_until_left(MAX_MS as f64, w(1, 1), MAX_MS), 1);
+        assert_eq!(ms_until_left(0.0, wide, MAX_MS), 0);
+        assert_eq!(ms_until_left(1e300, wide, 0), NEVER_MS);
+        assert_eq!(ms_until_left(-1e300, wide, 0), 0);
     }
 
     #[test]
@@ -401,9 +469,17 @@ pub(crate) mod tests {
         let short = w(10, 5);
         let long = w(100, 50);
         assert_eq!(widest(&[short, long]), long);
-        let log = VecLog::of(&[95]);
+        let mut log = VecLog::of(&[95]);
         assert_eq!(
-            verdict(&log, &[short, long], 100, 1, true).reset_after_ms,
+            check(&mut log, &[short, long], 100, 1, false).reset_after_ms,
+            100
+        );
+        assert_eq!(
+            peek(&VecLog::of(&[95]), &[short, long], 100, 1).reset_after_ms,
+            100
+        );
+        assert_eq!(
+            peek(&VecLog::of(&[95]), &[short, long], 100, 99).reset_after_ms,
             95
         );
     }
@@ -413,13 +489,15 @@ pub(crate) mod tests {
         let a = w(10, 2);
         let b = w(100, 5);
         let c = w(1000, 4);
-        // Entries at 50 and 95: a holds 1 (1 left), b 2 (3 left), c 2 (2 left).
+        // Entries at 50 and 95, and the peeked request at 100.
         let log = VecLog::of(&[50, 95]);
-        let v = verdict(&log, &[a, b, c], 100, 1, true);
-        assert_eq!((v.limit, v.remaining), (2, 1));
+        let v = peek(&log, &[b, c], 100, 1);
+        assert_eq!((v.limit, v.remaining), (4, 1));
         let tie = w(1000, 3);
-        let v = verdict(&log, &[c, tie, b], 100, 1, true);
+        let v = peek(&log, &[w(1000, 4), tie, b], 100, 0);
         assert_eq!((v.limit, v.remaining), (3, 1));
+        let v = peek(&log, &[a, b], 100, 1);
+        assert_eq!((v.limit, v.remaining), (2, 0));
     }
 
     #[test]
@@ -428,10 +506,10 @@ pub(crate) mod tests {
         let hourly = w(1000, 2);
         // Entries at 0 and 95: burst denies (wait 5), hourly denies (wait 900).
         let log = VecLog::of(&[0, 95]);
-        let v = verdict(&log, &[burst, hourly], 100, 1, false);
+        let v = peek(&log, &[burst, hourly], 100, 1);
         assert_eq!((v.limit, v.retry_after_ms), (2, 900));
         // A window the cost can never fit outranks every wait.
-        let v = verdict(&log, &[hourly, burst], 100, 2, false);
+        let v = peek(&log, &[hourly, burst], 100, 2);
         assert_eq!((v.limit, v.retry_after_ms), (1, -1));
     }
 
@@ -439,9 +517,29 @@ pub(crate) mod tests {
     fn windows_that_admit_do_not_bind_a_denial() {
         let loose = w(10, 100);
         let tight = w(1000, 1);
-        let log = VecLog::of(&[50]);
-        let v = verdict(&log, &[loose, tight], 100, 1, false);
+        let v = peek(&VecLog::of(&[50]), &[loose, tight], 100, 1);
         assert_eq!((v.limit, v.remaining, v.retry_after_ms), (1, 0, 950));
+    }
+
+    #[test]
+    fn a_penalty_above_every_limit_records_nothing() {
+        let mut log = VecLog::default();
+        let v = check(&mut log, &[w(1000, 0)], 5, 100_000, true);
+        assert_eq!(v, denial(0, 0, -1, 0));
+        assert_eq!(log, VecLog::default());
+        assert_eq!(penalty_entries(100_000, 0, 0), 0);
+        assert_eq!(penalty_entries(100_000, 7, 0), 7);
+        assert_eq!(penalty_entries(5, 7, 3), 4);
+        assert_eq!(penalty_entries(5, 7, 9), 0);
+    }
+
+    #[test]
+    fn a_denial_lengthens_an_expiry_and_never_shortens_it() {
+        assert_eq!(expiry_after(true, Some(900), 500), 500);
+        assert_eq!(expiry_after(true, None, 500), 500);
+        assert_eq!(expiry_after(false, Some(400), 500), 500);
+        assert_eq!(expiry_after(false, Some(900), 500), 900);
+        assert_eq!(expiry_after(false, None, 500), 500);
     }
 
     /// A small deterministic generator, so failures reproduce.
@@ -456,74 +554,111 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn recorded_overlay_reads_like_the_log_with_the_entries_added() {
-        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
-        for _ in 0..2000 {
-            let base: Vec<u64> = (0..rng.below(12)).map(|_| rng.below(40)).collect();
-            let (score, count) = (rng.below(40), rng.below(4));
-            let log = VecLog::of(&base);
-            let overlay = WithRecorded {
-                log: &log,
-                score: score as f64,
-                count,
-            };
-            let mut all = base.clone();
-            all.extend(std::iter::repeat_n(score, count as usize));
-            let real = VecLog::of(&all);
-            for floor in -1..41 {
-                let floor = floor as f64;
-                for n in 0..18 {
-                    assert_eq!(overlay.count_above(floor, n), real.count_above(floor, n));
-                    assert_eq!(
-                        overlay.nth_newest_above(floor, n),
-                        real.nth_newest_above(floor, n),
-                        "base {base:?} + {count} x {score}, floor {floor}, n {n}"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn verdicts_agree_with_a_full_count_whatever_the_cap() {
-        // The reference: every figure from the whole sorted log.
-        fn reference(scores: &[u64], w: Window, now: u64, cost: u64) -> (bool, u64, i64) {
-            let floor = now as i64 - w.window_ms as i64;
-            let inside: Vec<u64> = scores
-                .iter()
+    /// SWL.CHECK written from the README's rules alone, over the whole
+    /// sorted log: record all of a penalty, then cap.
+    fn reference_check(
+        log: &mut Vec<u64>,
+        windows: &[Window],
+        now: u64,
+        cost: u64,
+        penalize: bool,
+        peek: bool,
+    ) -> Verdict {
+        let in_window = |log: &[u64], w: &Window| -> Vec<u64> {
+            log.iter()
                 .copied()
-                .filter(|&s| s as i64 > floor)
-                .collect();
+                .filter(|&s| s as i64 > now as i64 - w.window_ms as i64)
+                .collect()
+        };
+        let wide = *windows.iter().max_by_key(|w| w.window_ms).unwrap();
+        let mut after = log.clone();
+        if !peek {
+            after.retain(|&s| s as i64 > now as i64 - wide.window_ms as i64);
+        }
+        let allowed = windows
+            .iter()
+            .all(|w| in_window(&after, w).len() as u64 + cost <= w.limit);
+        if allowed || penalize {
+            after.extend(std::iter::repeat_n(now, cost as usize));
+            after.sort();
+        }
+        if !allowed && penalize {
+            let cap = windows.iter().map(|w| w.limit).max().unwrap() as usize;
+            let excess = after.len().saturating_sub(cap);
+            after.drain(..excess);
+        }
+        let mut best: Option<Verdict> = None;
+        for w in windows {
+            let inside = in_window(&after, w);
             let count = inside.len() as u64;
-            let allowed = count + cost <= w.limit;
-            let retry = if allowed || cost > w.limit {
+            let fits = count + cost <= w.limit;
+            let retry = if allowed || fits || cost > w.limit {
                 -1
             } else {
                 let k = (count + cost - w.limit) as usize;
-                inside[k - 1] as i64 + w.window_ms as i64 - now as i64
+                (inside[k - 1] as i64 + w.window_ms as i64 - now as i64).max(1)
             };
-            (allowed, w.limit.saturating_sub(count), retry)
+            let v = Verdict {
+                allowed,
+                limit: w.limit,
+                remaining: w.limit.saturating_sub(count),
+                retry_after_ms: retry,
+                reset_after_ms: 0,
+            };
+            let better = match best {
+                None => allowed || !fits,
+                Some(b) if allowed => v.remaining < b.remaining,
+                Some(b) => !fits && waits_longer(v.retry_after_ms, b.retry_after_ms),
+            };
+            if better {
+                best = Some(v);
+            }
         }
-        let mut rng = XorShift(42);
-        for _ in 0..5000 {
-            let mut scores: Vec<u64> = (0..rng.below(20)).map(|_| rng.below(100)).collect();
-            scores.sort();
-            let w = Window {
-                window_ms: 1 + rng.below(60),
-                limit: rng.below(12),
-            };
-            let (now, cost) = (50 + rng.below(50), 1 + rng.below(5));
-            let log = VecLog::of(&scores);
-            let expected = reference(&scores, w, now, cost);
-            let allowed = admits(&log, &[w], now, cost);
-            let v = verdict(&log, &[w], now, cost, allowed);
-            let got = (v.allowed, v.remaining, v.retry_after_ms);
-            assert_eq!(got, expected, "{scores:?} {w:?} {now} {cost}");
-            let newest_first = NewestFirst(&log);
-            let v = verdict(&newest_first, &[w], now, cost, allowed);
-            let got = (v.allowed, v.remaining, v.retry_after_ms);
-            assert_eq!(got, expected, "newest first: {scores:?} {w:?} {now} {cost}");
+        let mut v = best.unwrap_or_else(|| Verdict {
+            allowed,
+            limit: windows[0].limit,
+            remaining: windows[0]
+                .limit
+                .saturating_sub(in_window(&after, &windows[0]).len() as u64),
+            retry_after_ms: 1,
+            reset_after_ms: 0,
+        });
+        v.reset_after_ms = in_window(&after, &wide)
+            .last()
+            .map_or(0, |&s| (s + wide.window_ms) as i64 - now as i64);
+        if !peek {
+            *log = after;
+        }
+        v
+    }
+
+    #[test]
+    fn checks_and_peeks_agree_with_the_rules_read_off_the_whole_log() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        for round in 0..3000 {
+            let mut reference: Vec<u64> = (0..rng.below(30)).map(|_| rng.below(200)).collect();
+            reference.sort();
+            let mut log = VecLog::of(&reference);
+            for step in 0..8 {
+                let windows: Vec<Window> = (0..1 + rng.below(3))
+                    .map(|_| w(1 + rng.below(120), rng.below(12)))
+                    .collect();
+                let now = 100 + rng.below(150);
+                let cost = 1 + rng.below(5);
+                let penalize = rng.below(3) == 0;
+                let context = format!("round {round} step {step}: {reference:?} {windows:?} now {now} cost {cost} penalize {penalize}");
+                let expected =
+                    reference_check(&mut reference.clone(), &windows, now, cost, false, true);
+                assert_eq!(peek(&log, &windows, now, cost), expected, "peek {context}");
+                let expected =
+                    reference_check(&mut reference, &windows, now, cost, penalize, false);
+                assert_eq!(
+                    check(&mut log, &windows, now, cost, penalize),
+                    expected,
+                    "{context}"
+                );
+                assert_eq!(log, VecLog::of(&reference), "log after {context}");
+            }
         }
     }
 
@@ -531,5 +666,9 @@ pub(crate) mod tests {
     fn largest_limit_bounds_the_log() {
         let windows = [w(10, 7), w(100, 5)];
         assert_eq!(largest_limit(&windows), 7);
+        let mut log = VecLog::of(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let v = check(&mut log, &windows, 10, 3, true);
+        assert!(!v.allowed);
+        assert_eq!(log, VecLog::of(&[6, 7, 8, 9, 10, 10, 10]));
     }
 }

@@ -170,6 +170,81 @@ fn admitted_request_sets_the_ttl_to_reset_after() {
 }
 
 #[test]
+fn a_denial_after_a_window_was_widened_extends_the_expiry() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(
+        check(&mut con, "cfg", &["1000", "1", "*"]),
+        [1, 1, 0, -1, 1000]
+    );
+    // The application now asks for a minute: the entry stays in that
+    // window for about 59 s more, so the key must live as long.
+    let started = server_ms(&mut con) as i64;
+    let reply = check(&mut con, "cfg", &["60000", "1", "*"]);
+    let ended = server_ms(&mut con) as i64;
+    assert_eq!(reply[..3], [0, 1, 0]);
+    assert_eq!(reply[3], reply[4]);
+    let recorded = scores(&mut con, "cfg")[0] as i64;
+    let checked_at = recorded + 60000 - reply[4];
+    assert!(
+        (started..=ended).contains(&checked_at),
+        "reset {} from {recorded}, clock {started}..{ended}",
+        reply[4]
+    );
+    assert_eq!(expire_time(&mut con, b"cfg"), recorded + 60000);
+}
+
+#[test]
+fn a_denial_never_shortens_an_expiry() {
+    let server = Server::start();
+    let mut con = server.connect();
+    check(&mut con, "s", &["60000", "1", "*"]);
+    let long = expire_time(&mut con, b"s");
+    // A narrower window now: the denial's reset is about 1 s.
+    let reply = check(&mut con, "s", &["1000", "0", "*"]);
+    assert_eq!(reply[..4], [0, 0, 0, -1]);
+    assert!(reply[4] <= 1000, "{reply:?}");
+    assert_eq!(expire_time(&mut con, b"s"), long);
+}
+
+#[test]
+fn figures_are_exact_past_two_to_the_53() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let max = "9007199254740991";
+    assert_eq!(
+        check(&mut con, "top", &["1000", "2", max]),
+        [1, 2, 1, -1, 1000]
+    );
+    // Back to time 0: the entry at 2^53-1 leaves at 2^53-1 + 1000.
+    assert_eq!(
+        check(&mut con, "top", &["1000", "2", "0"]),
+        [1, 2, 0, -1, 9_007_199_254_741_991]
+    );
+    assert_eq!(
+        check(&mut con, "top", &["1000", "2", "0"]),
+        [0, 2, 0, 1000, 9_007_199_254_741_991]
+    );
+    assert_eq!(scores(&mut con, "top"), [0.0, 9_007_199_254_740_991.0]);
+    let clock = server_ms(&mut con) as i64;
+    let expiry = expire_time(&mut con, b"top") - 9_007_199_254_741_991;
+    assert!(
+        (clock - 1000..=clock).contains(&expiry),
+        "expiry set at {expiry}, clock {clock}"
+    );
+    assert_eq!(
+        check(&mut con, "wide", &[max, max, "0", "WINDOW", "1", max]),
+        [
+            1,
+            9_007_199_254_740_991,
+            9_007_199_254_740_990,
+            -1,
+            9_007_199_254_740_991
+        ]
+    );
+}
+
+#[test]
 fn denied_request_keeps_an_existing_ttl() {
     let server = Server::start();
     let mut con = server.connect();

@@ -5,7 +5,8 @@ mod support;
 
 use redis::Connection;
 use support::{
-    check, entries, expire_time, scores, start_replica, wait_for_replicas, Config, Server,
+    check, entries, expire_time, scores, server_ms, start_replica, wait_for_replicas, Config,
+    Server, NEVER_MS,
 };
 
 fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
@@ -202,16 +203,23 @@ fn scores_from_other_tools_keep_replicas_exact() {
         .arg(&["odd", "4500.5", "a", "+inf", "b"])
         .query(&mut con)
         .unwrap();
+    let started = server_ms(&mut con) as i64;
     assert_eq!(
         check(&mut con, "odd", &["1000", "5", "5000"]),
-        [1, 5, 2, -1, i64::MAX]
+        [1, 5, 2, -1, NEVER_MS]
     );
     assert_eq!(
         check(&mut con, "odd", &["1000", "3", "5000"]),
-        [0, 3, 0, 501, i64::MAX]
+        [0, 3, 0, 501, NEVER_MS]
     );
-    // Never expires: an infinite entry never leaves the window.
-    assert_eq!(expire_time(&mut con, b"odd"), i64::MAX);
+    let ended = server_ms(&mut con) as i64;
+    // An infinite entry never leaves the window: the key lives 2^54 ms
+    // (over 500,000 years) from the last check.
+    let expiry = expire_time(&mut con, b"odd") - NEVER_MS;
+    assert!(
+        (started..=ended).contains(&expiry),
+        "{started} <= {expiry} <= {ended}"
+    );
     wait_for_replicas(&mut con, 1);
     let expected = state(&mut con);
     assert_eq!(expected.len(), 1);

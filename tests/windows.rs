@@ -2,7 +2,7 @@
 
 mod support;
 
-use support::{check, expire_time, pttl, scores, Server};
+use support::{check, expire_time, pttl, scores, Config, Server};
 
 const BURST_AND_LONG: [&str; 3] = ["WINDOW", "60000", "5"];
 
@@ -166,4 +166,98 @@ fn without_penalize_denials_are_not_recorded() {
         assert_eq!(check(&mut con, "np", &["1000", "1", &t.to_string()])[0], 0);
     }
     assert_eq!(scores(&mut con, "np"), [0.0]);
+}
+
+fn aof_size(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("persistence").query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("aof_current_size:"))
+        .and_then(|size| size.trim().parse().ok())
+        .expect("aof_current_size in INFO persistence")
+}
+
+#[test]
+fn a_penalty_writes_only_what_the_cap_keeps() {
+    let server = Server::with(
+        Config::default()
+            .arg("appendonly", "yes")
+            .arg("appendfsync", "always"),
+    );
+    let mut con = server.connect();
+    // The first write also selects the database: get that out of the way.
+    let _: () = redis::cmd("SET").arg("w").arg("1").query(&mut con).unwrap();
+    // Above every limit: nothing would stay, so nothing is written.
+    let before = aof_size(&mut con);
+    assert_eq!(
+        check(
+            &mut con,
+            "pz",
+            &["1000", "0", "*", "COST", "100000", "PENALIZE"]
+        ),
+        [0, 0, 0, -1, 0]
+    );
+    assert_eq!(expire_time(&mut con, b"pz"), -2);
+    assert_eq!(aof_size(&mut con), before);
+    // A cap of 3 keeps 3 of the 100,000: the AOF takes what an admitted
+    // check of cost 3 writes, and no more.
+    let before = aof_size(&mut con);
+    let reply = check(
+        &mut con,
+        "p1",
+        &["60000", "3", "7000", "COST", "100000", "PENALIZE"],
+    );
+    assert_eq!(reply, [0, 3, 0, -1, 60000]);
+    let penalized = aof_size(&mut con) - before;
+    assert_eq!(scores(&mut con, "p1"), [7000.0; 3]);
+    let before = aof_size(&mut con);
+    let reply = check(&mut con, "p2", &["60000", "3", "7000", "COST", "3"]);
+    assert_eq!(reply, [1, 3, 0, -1, 60000]);
+    assert_eq!(aof_size(&mut con) - before, penalized);
+}
+
+/// `count` entries, one a millisecond from `first`, written as one pipeline.
+fn fill(con: &mut redis::Connection, key: &str, first: u64, count: u64) {
+    let mut pipe = redis::pipe();
+    for t in first..first + count {
+        pipe.cmd("ZADD").arg(key).arg(t).arg(t).ignore();
+    }
+    let _: () = pipe.query(con).unwrap();
+}
+
+#[test]
+fn counts_and_waits_are_exact_on_large_logs_with_large_limits() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 20,000 entries at 1..=20000; now = 20000.
+    fill(&mut con, "big", 1, 20_000);
+    let now = "20000";
+    // Each window holds its width in entries: 10 (walked), 5,000 and
+    // 15,000 (counted by rank); the widest holds all 20,000.
+    let reply = |con: &mut redis::Connection, args: &[&str]| -> Vec<i64> {
+        redis::cmd("SWL.PEEK")
+            .arg("big")
+            .arg(args)
+            .query(con)
+            .unwrap()
+    };
+    let windows = [
+        "100000", "30000", now, "WINDOW", "10", "100", "WINDOW", "5000", "5004", "WINDOW", "15000",
+        "15010",
+    ];
+    // Admitted: the least left is 5000's window (4 left, 3 after this one).
+    assert_eq!(reply(&mut con, &windows), [1, 5004, 3, -1, 100000]);
+    // A cost of 11 fits none of the last two. 5000's window needs its
+    // (5004 - 11 + 1) = 4994th newest entry, at 15007, gone: at 20007.
+    // 15,000's needs its 15000th newest, at 5001, gone: at 20001. The
+    // longer wait binds.
+    let mut denied = windows.to_vec();
+    denied.extend(["COST", "11"]);
+    assert_eq!(reply(&mut con, &denied), [0, 5004, 4, 7, 100000]);
+    let mut alone = vec!["100000", "30000", now, "WINDOW", "15000", "15010"];
+    alone.extend(["COST", "11"]);
+    assert_eq!(reply(&mut con, &alone), [0, 15010, 10, 1, 100000]);
+    // And the check itself agrees, then records.
+    let checked = check(&mut con, "big", &windows);
+    assert_eq!(checked, [1, 5004, 3, -1, 100000]);
+    assert_eq!(scores(&mut con, "big").len(), 20_001);
 }

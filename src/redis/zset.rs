@@ -1,11 +1,12 @@
 //! The log as a plain sorted set, through the module key API: a key guard
-//! that closes on drop, trimming, counting, recording and expiry, each write
-//! propagated to replicas and the AOF as the plain Redis command it amounts
-//! to.
+//! that closes on drop, trimming, counting, recording and expiry. Each write
+//! is propagated to replicas and the AOF as the plain Redis command it
+//! amounts to and announced with the keyspace event that command emits; the
+//! key is signalled to WATCH and client-side caching only when it changed.
 
 use std::cell::Cell;
-use std::ffi::CStr;
-use std::os::raw::c_int;
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -13,13 +14,13 @@ use redis_module::{raw, Context, RedisString};
 
 use super::server_time_ms;
 use crate::error::SwlError;
-use crate::window::ScoreLog;
+use crate::window::{LogWriter, ScoreLog};
 
 /// RedisModule_Call, which takes its arguments as C varargs.
 type RawCall = unsafe extern "C" fn(
     *mut raw::RedisModuleCtx,
-    *const std::os::raw::c_char,
-    *const std::os::raw::c_char,
+    *const c_char,
+    *const c_char,
     ...
 ) -> *mut raw::RedisModuleCallReply;
 
@@ -29,6 +30,17 @@ pub enum Access {
     Read,
     Write,
 }
+
+/// Walking the skiplist costs a step per entry; past this many steps one
+/// O(log N) command through RM_Call (ZCOUNT, ZRANGE by rank) is cheaper
+/// despite its fixed cost.
+const WALK_AT_MOST: u64 = 48;
+
+/// Removing entries one by one costs an allocation and a lookup each;
+/// past this many, one ZREMRANGEBYSCORE through RM_Call is faster
+/// despite its fixed cost (measured: even at 64, one call ahead from
+/// 256, twice as fast at 100,000; `make bench` prints the trim costs).
+const REMOVE_ONE_BY_ONE_AT_MOST: u64 = 64;
 
 /// An open sorted-set key (or an empty one), closed when dropped.
 pub struct ZsetKey {
@@ -42,6 +54,8 @@ pub struct ZsetKey {
     /// The score entries were last recorded at: the newest entry, unless
     /// one from the future lies above it.
     recorded_at: Cell<Option<f64>>,
+    /// Whether this call changed the key: signalled once, on drop.
+    changed: Cell<bool>,
 }
 
 impl ZsetKey {
@@ -58,6 +72,7 @@ impl ZsetKey {
             mode: mode as c_int,
             all_above: Cell::new(None),
             recorded_at: Cell::new(None),
+            changed: Cell::new(false),
         };
         guard.reopen();
         match guard.key_type() {
@@ -99,45 +114,59 @@ impl ZsetKey {
         self.all_above.get().is_some_and(|known| floor <= known)
     }
 
-    /// Number of entries in the log.
-    pub fn len(&self) -> u64 {
-        if self.key.is_null() {
-            return 0;
+    /// Records that the key changed, with the keyspace event of the command
+    /// that makes the same change (class: REDISMODULE_NOTIFY_*).
+    fn changed(&self, class: c_int, event: &CStr) {
+        self.changed.set(true);
+        // SAFETY: ctx and name are live for the call; the event is a
+        // NUL-terminated literal.
+        unsafe {
+            raw::RedisModule_NotifyKeyspaceEvent
+                .map(|f| f(self.ctx, class, event.as_ptr(), self.name));
         }
-        // SAFETY: key is a live handle; an empty key has length 0.
-        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.key)) as u64 }
     }
 
-    /// Removes every entry with a score at or below `floor`, exactly what
-    /// `ZREMRANGEBYSCORE key -inf floor` does, and propagates the effect.
-    pub fn trim_through(&mut self, floor: f64) {
-        let has_old = !ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end();
-        if has_old {
-            let has_new = !ScoreRange::last_in(self, floor, f64::INFINITY, true).at_end();
-            if has_new {
-                self.remove_through(floor);
-                self.replicate_trim(floor);
-            } else {
-                // Everything has left the window: unlink the key, which
-                // frees a large log off the main thread, here and on replicas.
-                // SAFETY: key is a live handle opened for writing.
-                unsafe { raw::RedisModule_UnlinkKey.map(|f| f(self.key)) };
-                self.replicate_key_only(c"UNLINK");
-            }
+    /// After removals: a sorted set that became empty is gone, as Redis
+    /// deletes it, with the `del` event the command would emit.
+    fn deleted_if_emptied(&self) {
+        if ScoreLog::len(self) == 0 {
+            self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
         }
-        self.all_above.set(Some(floor));
     }
 
-    /// Removing entries one by one costs an allocation and a lookup each;
-    /// past this many, one ZREMRANGEBYSCORE through RM_Call is faster
-    /// despite its fixed cost (measured: even at 64, one call ahead from
-    /// 256, twice as fast at 100,000; `make bench` prints the trim costs).
-    const REMOVE_ONE_BY_ONE_AT_MOST: u64 = 64;
+    /// Removing entries one at a time above this many would cost more
+    /// than one command through RM_Call: the command makes the change
+    /// under the handle, so the handle is closed around it. Without the
+    /// "!" flag the call is not propagated (callers propagate the effect),
+    /// but the command signals and emits its own keyspace events.
+    fn call_with_key_closed(
+        &mut self,
+        run: impl FnOnce(RawCall, *mut raw::RedisModuleCtx, *mut raw::RedisModuleString) -> CallReply,
+    ) {
+        self.close();
+        drop(self.call(run));
+        self.reopen();
+        self.recorded_at.set(None);
+        self.changed.set(true);
+    }
 
-    fn remove_through(&mut self, floor: f64) {
-        let doomed = self.oldest_members(floor, Self::REMOVE_ONE_BY_ONE_AT_MOST + 1);
-        if doomed.len() as u64 <= Self::REMOVE_ONE_BY_ONE_AT_MOST {
+    /// Runs one command through RM_Call and hands back its reply.
+    fn call(
+        &self,
+        run: impl FnOnce(RawCall, *mut raw::RedisModuleCtx, *mut raw::RedisModuleString) -> CallReply,
+    ) -> CallReply {
+        // SAFETY: the function is set at load.
+        match unsafe { raw::RedisModule_Call } {
+            Some(call) => run(call, self.ctx, self.name),
+            None => CallReply(ptr::null_mut()),
+        }
+    }
+
+    fn remove_through(&mut self, floor: i64) {
+        let doomed = self.oldest_members(floor as f64, REMOVE_ONE_BY_ONE_AT_MOST + 1);
+        if doomed.len() as u64 <= REMOVE_ONE_BY_ONE_AT_MOST {
             self.remove(doomed);
+            self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
             return;
         }
         for member in doomed {
@@ -147,7 +176,7 @@ impl ZsetKey {
         self.call_with_key_closed(|call, ctx, name| {
             // SAFETY: the format matches the arguments (key string, C
             // string, long long).
-            unsafe {
+            CallReply(unsafe {
                 call(
                     ctx,
                     c"ZREMRANGEBYSCORE".as_ptr(),
@@ -156,65 +185,8 @@ impl ZsetKey {
                     c"-inf".as_ptr(),
                     floor as libc::c_longlong,
                 )
-            }
+            })
         });
-    }
-
-    /// Runs one command on this key through RM_Call, for removals too large
-    /// to make one entry at a time. The command changes the set under the
-    /// handle, so the handle is closed around it. Without the "!" flag the
-    /// call is not propagated: callers propagate the effect themselves.
-    fn call_with_key_closed(
-        &mut self,
-        run: impl FnOnce(
-            RawCall,
-            *mut raw::RedisModuleCtx,
-            *mut raw::RedisModuleString,
-        ) -> *mut raw::RedisModuleCallReply,
-    ) {
-        self.close();
-        // SAFETY: both functions are set at load; the reply is freed once.
-        unsafe {
-            if let (Some(call), Some(free_reply)) =
-                (raw::RedisModule_Call, raw::RedisModule_FreeCallReply)
-            {
-                let reply = run(call, self.ctx, self.name);
-                if !reply.is_null() {
-                    free_reply(reply);
-                }
-            }
-        }
-        self.reopen();
-        self.recorded_at.set(None);
-    }
-
-    /// Drops the oldest entries until at most `max_entries` are left, and
-    /// propagates that as ZREMRANGEBYRANK (ranks order replicas alike).
-    pub fn cap_to(&mut self, max_entries: u64) {
-        let excess = self.len().saturating_sub(max_entries);
-        if excess == 0 {
-            return;
-        }
-        let last_rank = excess as i64 - 1;
-        if excess <= Self::REMOVE_ONE_BY_ONE_AT_MOST {
-            self.remove(self.oldest_members(f64::INFINITY, excess));
-        } else {
-            self.call_with_key_closed(|call, ctx, name| {
-                // SAFETY: the format matches the arguments: key string, two
-                // long longs.
-                unsafe {
-                    call(
-                        ctx,
-                        c"ZREMRANGEBYRANK".as_ptr(),
-                        c"sll".as_ptr(),
-                        name,
-                        0 as libc::c_longlong,
-                        last_rank as libc::c_longlong,
-                    )
-                }
-            });
-        }
-        self.replicate_ranks(last_rank);
     }
 
     /// Up to `limit` members scored at or below `max`, oldest first, owned
@@ -236,47 +208,6 @@ impl ZsetKey {
                 self.free(member);
             }
         }
-    }
-
-    /// Adds `count` entries scored `score`, each under a member no other
-    /// entry of the key has, and propagates the ZADD.
-    pub fn record(&self, score: u64, count: u64) {
-        if self
-            .all_above
-            .get()
-            .is_some_and(|floor| score as f64 <= floor)
-        {
-            self.all_above.set(None);
-        }
-        self.recorded_at.set(Some(score as f64));
-        // In chunks on the stack, each propagated as one ZADD: the common
-        // small cost needs no heap, a large one no huge buffer.
-        const CHUNK: usize = 64;
-        let score_arg = self.new_number(score as i64);
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(CHUNK as u64) as usize;
-            let mut argv = [ptr::null_mut(); 2 * CHUNK];
-            let mut added = 0;
-            for _ in 0..n {
-                // Only what was really added is propagated.
-                if let Some(member) = self.add_unique(score as f64) {
-                    argv[2 * added] = score_arg;
-                    argv[2 * added + 1] = member;
-                    added += 1;
-                }
-            }
-            if added > 0 {
-                self.replicate_add(&mut argv[..2 * added]);
-            }
-            for pair in argv.chunks_exact(2).take(added) {
-                // SAFETY: created by add_unique and owned here.
-                unsafe { self.free(pair[1]) };
-            }
-            left -= n as u64;
-        }
-        // SAFETY: created above and owned here.
-        unsafe { self.free(score_arg) };
     }
 
     /// NX makes a clash with an existing member try another value instead
@@ -319,17 +250,72 @@ impl ZsetKey {
     /// Sets an absolute expiry and propagates it as PEXPIREAT, so replicas
     /// and the AOF expire the key at the same instant, not a drifting TTL.
     pub fn set_expire_at(&self, at_ms: i64) {
-        if self.len() == 0 {
+        if ScoreLog::len(self) == 0 {
             return;
         }
         // SAFETY: key is a live, non-empty handle opened for writing.
         unsafe { raw::RedisModule_SetAbsExpire.map(|f| f(self.key, at_ms)) };
         self.replicate_expire_at(at_ms);
+        self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
     }
 
-    fn replicate_trim(&self, floor: f64) {
-        // Floors are whole milliseconds well inside i64: exact.
-        let floor = floor as i64;
+    /// Entries above `floor`, counted by walking down from the newest, or
+    /// None once that would take more than `WALK_AT_MOST` steps.
+    fn walk_count_above(&self, floor: f64) -> Option<u64> {
+        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
+        let mut count = 0;
+        while !range.at_end() {
+            if count == WALK_AT_MOST {
+                return None;
+            }
+            count += 1;
+            range.retreat();
+        }
+        Some(count)
+    }
+
+    /// ZCOUNT key (floor +inf, O(log N) on a skiplist.
+    fn zcount_above(&self, floor: i64) -> Option<u64> {
+        let min = CString::new(format!("({floor}")).ok()?;
+        let reply = self.call(|call, ctx, name| {
+            // SAFETY: the format matches the arguments: key string, two C
+            // strings.
+            CallReply(unsafe {
+                call(
+                    ctx,
+                    c"ZCOUNT".as_ptr(),
+                    c"scc".as_ptr(),
+                    name,
+                    min.as_ptr(),
+                    c"+inf".as_ptr(),
+                )
+            })
+        });
+        u64::try_from(reply.integer()?).ok()
+    }
+
+    /// ZRANGE key rank rank WITHSCORES, O(log N) on a skiplist.
+    fn zrange_score(&self, rank: u64) -> Option<f64> {
+        let rank = rank as libc::c_longlong;
+        let reply = self.call(|call, ctx, name| {
+            // SAFETY: the format matches the arguments: key string, two long
+            // longs, a C string.
+            CallReply(unsafe {
+                call(
+                    ctx,
+                    c"ZRANGE".as_ptr(),
+                    c"sllc".as_ptr(),
+                    name,
+                    rank,
+                    rank,
+                    c"WITHSCORES".as_ptr(),
+                )
+            })
+        });
+        reply.element_text(1)?.parse().ok()
+    }
+
+    fn replicate_trim(&self, floor: i64) {
         // SAFETY: the format matches the arguments: key string, C string, long long.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
@@ -424,42 +410,198 @@ impl ZsetKey {
 impl Drop for ZsetKey {
     fn drop(&mut self) {
         self.close();
+        if self.changed.get() {
+            // SAFETY: ctx and name are live for the whole command call.
+            unsafe { raw::RedisModule_SignalModifiedKey.map(|f| f(self.ctx, self.name)) };
+        }
     }
 }
 
 impl ScoreLog for ZsetKey {
-    fn count_above(&self, floor: f64, cap: u64) -> u64 {
-        let all_above = self.known_all_above(floor)
-            || ScoreRange::first_in(self, f64::NEG_INFINITY, floor, false).at_end();
+    fn len(&self) -> u64 {
+        if self.key.is_null() {
+            return 0;
+        }
+        // SAFETY: key is a live handle; an empty key has length 0.
+        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.key)) as u64 }
+    }
+
+    fn count_above(&self, floor: i64) -> u64 {
+        // Floors are whole milliseconds within 2^53: exact as doubles.
+        let floor_score = floor as f64;
+        let all_above = self.known_all_above(floor_score)
+            || ScoreRange::first_in(self, f64::NEG_INFINITY, floor_score, false).at_end();
         if all_above {
-            return self.len().min(cap);
+            return self.len();
         }
-        let mut range = ScoreRange::last_in(self, floor, f64::INFINITY, true);
-        let mut count = 0;
-        while count < cap && !range.at_end() {
-            count += 1;
-            range.retreat();
-        }
-        count
+        self.walk_count_above(floor_score)
+            .or_else(|| self.zcount_above(floor))
+            .unwrap_or(0)
     }
 
-    fn known_count_above(&self, floor: f64) -> Option<u64> {
-        self.known_all_above(floor).then(|| self.len())
-    }
-
-    fn nth_oldest_above(&self, floor: f64, n: u64) -> Option<f64> {
-        ScoreRange::first_in(self, floor, f64::INFINITY, true).nth_score(n, ScoreRange::advance)
-    }
-
-    fn nth_newest_above(&self, floor: f64, n: u64) -> Option<f64> {
+    fn score_at(&self, rank: u64) -> Option<f64> {
+        let newer = self.len().checked_sub(rank)?.checked_sub(1)?;
         // The newest is usually what was just recorded: confirm that
         // nothing lies above it, which reads no element.
-        if let Some(recorded) = self.recorded_at.get().filter(|&r| n == 1 && r > floor) {
+        if let Some(recorded) = self.recorded_at.get().filter(|_| newer == 0) {
             if ScoreRange::last_in(self, recorded, f64::INFINITY, true).at_end() {
                 return Some(recorded);
             }
         }
-        ScoreRange::last_in(self, floor, f64::INFINITY, true).nth_score(n, ScoreRange::retreat)
+        let everything = (f64::NEG_INFINITY, f64::INFINITY);
+        if newer < WALK_AT_MOST {
+            ScoreRange::last_in(self, everything.0, everything.1, false)
+                .nth_score(newer + 1, ScoreRange::retreat)
+        } else if rank < WALK_AT_MOST {
+            ScoreRange::first_in(self, everything.0, everything.1, false)
+                .nth_score(rank + 1, ScoreRange::advance)
+        } else {
+            self.zrange_score(rank)
+        }
+    }
+}
+
+impl LogWriter for ZsetKey {
+    /// Removes every entry with a score at or below `floor`, exactly what
+    /// `ZREMRANGEBYSCORE key -inf floor` does, and propagates the effect.
+    fn trim_through(&mut self, floor: i64) {
+        let floor_score = floor as f64;
+        let has_old = !ScoreRange::first_in(self, f64::NEG_INFINITY, floor_score, false).at_end();
+        if has_old {
+            let has_new = !ScoreRange::last_in(self, floor_score, f64::INFINITY, true).at_end();
+            if has_new {
+                self.remove_through(floor);
+                self.replicate_trim(floor);
+            } else {
+                // Everything has left the window: unlink the key, which
+                // frees a large log off the main thread, here and on replicas.
+                // SAFETY: key is a live handle opened for writing.
+                unsafe { raw::RedisModule_UnlinkKey.map(|f| f(self.key)) };
+                self.replicate_key_only(c"UNLINK");
+                self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+            }
+        }
+        self.all_above.set(Some(floor_score));
+    }
+
+    /// Adds `count` entries scored `at`, each under a member no other entry
+    /// of the key has, and propagates the ZADD.
+    fn record(&mut self, at: u64, count: u64) {
+        let score = at as f64;
+        if self.all_above.get().is_some_and(|floor| score <= floor) {
+            self.all_above.set(None);
+        }
+        self.recorded_at.set(Some(score));
+        // In chunks on the stack, each propagated as one ZADD: the common
+        // small cost needs no heap, a large one no huge buffer.
+        const CHUNK: usize = 64;
+        let score_arg = self.new_number(at as i64);
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(CHUNK as u64) as usize;
+            let mut argv = [ptr::null_mut(); 2 * CHUNK];
+            let mut added = 0;
+            for _ in 0..n {
+                // Only what was really added is propagated.
+                if let Some(member) = self.add_unique(score) {
+                    argv[2 * added] = score_arg;
+                    argv[2 * added + 1] = member;
+                    added += 1;
+                }
+            }
+            if added > 0 {
+                self.replicate_add(&mut argv[..2 * added]);
+                self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
+            }
+            for pair in argv.chunks_exact(2).take(added) {
+                // SAFETY: created by add_unique and owned here.
+                unsafe { self.free(pair[1]) };
+            }
+            left -= n as u64;
+        }
+        // SAFETY: created above and owned here.
+        unsafe { self.free(score_arg) };
+    }
+
+    /// Drops the oldest entries until at most `max_entries` are left, and
+    /// propagates that as ZREMRANGEBYRANK (ranks order replicas alike).
+    fn cap_to(&mut self, max_entries: u64) {
+        let excess = self.len().saturating_sub(max_entries);
+        if excess == 0 {
+            return;
+        }
+        let last_rank = excess as i64 - 1;
+        if excess <= REMOVE_ONE_BY_ONE_AT_MOST {
+            self.remove(self.oldest_members(f64::INFINITY, excess));
+            self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank");
+            self.deleted_if_emptied();
+        } else {
+            self.call_with_key_closed(|call, ctx, name| {
+                // SAFETY: the format matches the arguments: key string, two
+                // long longs.
+                CallReply(unsafe {
+                    call(
+                        ctx,
+                        c"ZREMRANGEBYRANK".as_ptr(),
+                        c"sll".as_ptr(),
+                        name,
+                        0 as libc::c_longlong,
+                        last_rank as libc::c_longlong,
+                    )
+                })
+            });
+        }
+        self.replicate_ranks(last_rank);
+    }
+}
+
+/// A reply from RedisModule_Call, freed when dropped.
+struct CallReply(*mut raw::RedisModuleCallReply);
+
+impl CallReply {
+    fn integer(&self) -> Option<i64> {
+        if self.0.is_null() {
+            return None;
+        }
+        // SAFETY: a live reply; the type is checked before the value is read.
+        unsafe {
+            let kind = raw::RedisModule_CallReplyType.map(|f| f(self.0))?;
+            if kind != raw::REDISMODULE_REPLY_INTEGER as c_int {
+                return None;
+            }
+            raw::RedisModule_CallReplyInteger.map(|f| f(self.0))
+        }
+    }
+
+    /// The text of element `index` of an array reply.
+    fn element_text(&self, index: usize) -> Option<String> {
+        if self.0.is_null() {
+            return None;
+        }
+        // SAFETY: a live reply; an index past the end gives null, and the
+        // element belongs to the reply, which outlives this borrow.
+        unsafe {
+            let element = raw::RedisModule_CallReplyArrayElement.map(|f| f(self.0, index))?;
+            if element.is_null() {
+                return None;
+            }
+            let mut len: libc::size_t = 0;
+            let text = raw::RedisModule_CallReplyStringPtr.map(|f| f(element, &mut len))?;
+            if text.is_null() {
+                return None;
+            }
+            let bytes = std::slice::from_raw_parts(text.cast::<u8>(), len);
+            std::str::from_utf8(bytes).ok().map(str::to_owned)
+        }
+    }
+}
+
+impl Drop for CallReply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the reply came from RM_Call and is freed only here.
+            unsafe { raw::RedisModule_FreeCallReply.map(|f| f(self.0)) };
+        }
     }
 }
 

@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisError, Value};
 
+/// The largest integer an argument takes (2^53-1).
+pub const MAX_MS: u64 = (1 << 53) - 1;
+/// The wait reported for an entry that never leaves its window (2^54).
+pub const NEVER_MS: i64 = 1 << 54;
+
 /// The module under test: `SWL_MODULE` if set, otherwise the release
 /// library, built once per test binary (`cargo test` builds no cdylib).
 pub fn module_path() -> PathBuf {

@@ -1,0 +1,166 @@
+//! A check touches a key for WATCH and client-side caching only when it
+//! changes it, and announces each change with the keyspace event of the
+//! command it amounts to: on the master exactly as on a replica applying
+//! the propagated commands.
+
+mod support;
+
+use std::time::Duration;
+
+use redis::Connection;
+use support::{start_replica, wait_for_replicas, Config, Server};
+
+/// Whether a transaction WATCHing `key` still commits after `meanwhile`
+/// ran on another connection.
+fn watch_survives(server: &Server, key: &str, meanwhile: &[&[&str]]) -> bool {
+    let mut watcher = server.connect();
+    let mut other = server.connect();
+    let _: () = redis::cmd("WATCH").arg(key).query(&mut watcher).unwrap();
+    for command in meanwhile {
+        let _: redis::Value = redis::cmd(command[0])
+            .arg(&command[1..])
+            .query(&mut other)
+            .unwrap();
+    }
+    let committed: Option<(i64,)> = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("counter")
+        .query(&mut watcher)
+        .unwrap();
+    committed.is_some()
+}
+
+#[test]
+fn only_a_check_that_changes_the_key_aborts_a_watching_transaction() {
+    let server = Server::start();
+    let check: &[&str] = &["SWL.CHECK", "w", "60000", "1", "*"];
+    assert!(!watch_survives(&server, "w", &[check]), "an admit writes");
+    // With `*` a denial computes the expiry the admit set: nothing changes.
+    assert!(watch_survives(&server, "w", &[check]), "a no-op denial");
+    let peek: &[&str] = &["SWL.PEEK", "w", "60000", "1", "*"];
+    assert!(watch_survives(&server, "w", &[peek]), "a peek");
+    // A denial that must lengthen the expiry does change the key.
+    let shorten: &[&str] = &["PEXPIRE", "w", "1000"];
+    let _: () = redis::cmd(shorten[0])
+        .arg(&shorten[1..])
+        .query(&mut server.connect())
+        .unwrap();
+    assert!(
+        !watch_survives(&server, "w", &[check]),
+        "an extending denial"
+    );
+    let same_ms: &[&str] = &["SWL.CHECK", "x", "60000", "0", "5"];
+    assert!(
+        watch_survives(&server, "x", &[same_ms]),
+        "a denial on no key"
+    );
+}
+
+/// Keyspace events (event, key) seen by a subscriber until the `SET` of
+/// `end`, which the caller issues after the commands it watches.
+fn events_until(subscriber: &mut Connection, end: &str) -> Vec<(String, String)> {
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut events = Vec::new();
+    loop {
+        let message = pubsub.get_message().expect("a keyspace event");
+        let event = message
+            .get_channel_name()
+            .trim_start_matches("__keyevent@0__:")
+            .to_string();
+        let key: String = message.get_payload().unwrap();
+        if event == "set" && key == end {
+            return events;
+        }
+        events.push((event, key));
+    }
+}
+
+fn subscribe(server: &Server) -> Connection {
+    let mut con = server.connect();
+    let _: () = redis::cmd("PSUBSCRIBE")
+        .arg("__keyevent@0__:*")
+        .query(&mut con)
+        .unwrap();
+    con
+}
+
+#[test]
+fn keyspace_events_match_the_commands_propagated_to_replicas() {
+    let notify = |config: Config| config.arg("notify-keyspace-events", "EA");
+    let master = Server::with(notify(Config::default()));
+    let replica = start_replica(&master, notify(Config::without_module()));
+    let mut on_master = subscribe(&master);
+    let mut on_replica = subscribe(&replica);
+    let mut con = master.connect();
+    let hundred: Vec<String> = (1..=100)
+        .flat_map(|t| [t.to_string(), t.to_string()])
+        .collect();
+    let commands: Vec<Vec<String>> = [
+        "SWL.CHECK ev 60000 2 *",
+        "SWL.CHECK ev 60000 2 * COST 5",
+        "SWL.PEEK ev 60000 2 *",
+        "PEXPIRE ev 999999999",
+        "SWL.CHECK ev 60000 1 * PENALIZE",
+        "ZADD big",
+        "SWL.CHECK big 10 1000 100",
+        "SWL.CHECK big 1 1 100000",
+        "ZADD cap",
+        "SWL.CHECK cap 1000 5 100 PENALIZE",
+        "SET end 1",
+    ]
+    .iter()
+    .map(|line| {
+        let mut words: Vec<String> = line.split(' ').map(String::from).collect();
+        if words[0] == "ZADD" {
+            words.extend(hundred.iter().cloned());
+        }
+        words
+    })
+    .collect();
+    for words in &commands {
+        let _: redis::Value = redis::cmd(&words[0])
+            .arg(&words[1..])
+            .query(&mut con)
+            .unwrap();
+    }
+    wait_for_replicas(&mut con, 1);
+    let expected: Vec<(String, String)> = [
+        ("zadd", "ev"),
+        ("expire", "ev"),
+        ("expire", "ev"),
+        // The penalty: one entry recorded, the oldest dropped.
+        ("zadd", "ev"),
+        ("zremrangebyrank", "ev"),
+        ("zadd", "big"),
+        // 90 entries trimmed in one command, then the admit.
+        ("zremrangebyscore", "big"),
+        ("zadd", "big"),
+        ("expire", "big"),
+        // Everything left the window: the log is deleted, then started anew.
+        ("del", "big"),
+        ("zadd", "big"),
+        ("expire", "big"),
+        ("zadd", "cap"),
+        // A penalty capping 101 entries to 5, in one command.
+        ("zadd", "cap"),
+        ("zremrangebyrank", "cap"),
+        ("expire", "cap"),
+    ]
+    .iter()
+    .map(|(event, key)| (event.to_string(), key.to_string()))
+    .collect();
+    assert_eq!(
+        events_until(&mut on_master, "end"),
+        expected,
+        "on the master"
+    );
+    assert_eq!(
+        events_until(&mut on_replica, "end"),
+        expected,
+        "on the replica"
+    );
+}
