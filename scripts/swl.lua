@@ -14,6 +14,8 @@ Only the members of the entries differ from the module's (both are random
 
 local MAX_MS = 9007199254740991
 local MAX_COST = 100000
+-- The wait for an entry that never leaves its window (2^54, exact as a double).
+local NEVER_MS = 18014398509481984
 
 local ERR_WINDOW = 'ERR window_ms must be an integer from 1 to 9007199254740991'
 local ERR_LIMIT = 'ERR limit must be an integer from 0 to 9007199254740991'
@@ -99,24 +101,59 @@ local function largest_limit(windows)
   return largest
 end
 
-local function count_above(key, floor)
-  return redis.call('ZCOUNT', key, '(' .. num(floor), '+inf')
+-- Each window's entries above its floor: ZCOUNT is O(log N).
+local function counts(key, windows, now)
+  local result = {}
+  for i, w in ipairs(windows) do
+    result[i] = redis.call('ZCOUNT', key, '(' .. num(now - w.ms), '+inf')
+  end
+  return result
 end
 
--- Milliseconds until an entry at `score` leaves a window of `ms` at `now`.
+local function admits(windows, counts, cost)
+  for i, w in ipairs(windows) do
+    if counts[i] + cost > w.limit then return false end
+  end
+  return true
+end
+
+-- Each window's count after `recorded` entries at now (inside every window)
+-- and, with a cap, after only the newest `cap` entries were kept.
+local function counts_after(counts, recorded, cap)
+  local result = {}
+  for i, count in ipairs(counts) do
+    local n = count + recorded
+    if cap and n > cap then n = cap end
+    result[i] = n
+  end
+  return result
+end
+
+-- The score at `rank`, 0 the oldest: ZRANGE by rank is O(log N).
+local function score_at(key, rank)
+  if rank < 0 then return nil end
+  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  return entry[2] and tonumber(entry[2])
+end
+
+-- Milliseconds until an entry at `score` leaves a window of `ms` at `now`:
+-- ceil(score) + ms - now, exact while it stays within 2^53 (past that a
+-- double rounds it, where the module is exact), NEVER_MS for an entry that
+-- never leaves (+inf written by another tool).
 local function ms_until_left(score, ms, now)
-  local wait = math.ceil(score + ms - now)
+  local wait = (math.ceil(score) - now) + ms
   if wait ~= wait or wait <= 0 then return 0 end
+  if wait > NEVER_MS then return NEVER_MS end
   return wait
 end
 
-local function fits(count, cost, limit) return count + cost <= limit end
-
-local function admits(key, windows, now, cost)
-  for _, w in ipairs(windows) do
-    if not fits(count_above(key, now - w.ms), cost, w.limit) then return false end
-  end
-  return true
+-- When `cost` more units fit: once the (limit - cost + 1)-th newest entry
+-- leaves the window.
+local function retry_after(key, len, w, now, cost)
+  if cost > w.limit then return -1 end
+  local score = score_at(key, len - (w.limit - cost + 1))
+  if not score then return 1 end
+  return math.max(1, ms_until_left(score, w.ms, now))
 end
 
 -- -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
@@ -126,24 +163,19 @@ local function waits_longer(retry, than)
   return retry > than
 end
 
--- The reply, read off the log as it stands after the call; `pending`
--- entries at `now` are counted as if recorded (SWL.PEEK of an admit).
-local function verdict(key, windows, now, cost, allowed, pending)
+-- The reply, from each window's count after the call and the log as it
+-- stands; `pending` counts `cost` entries at `now` as recorded without
+-- their being in the log (SWL.PEEK of an admit).
+local function verdict(key, windows, counts, now, cost, allowed, pending)
+  local len = redis.call('ZCARD', key)
   local binding
-  for _, w in ipairs(windows) do
-    local floor = now - w.ms
-    local count = count_above(key, floor) + pending
+  for i, w in ipairs(windows) do
+    local count = counts[i]
     local reply = { allowed and 1 or 0, w.limit, math.max(0, w.limit - count), -1, 0 }
     if allowed then
       if not binding or reply[3] < binding[3] then binding = reply end
-    elseif not fits(count, cost, w.limit) then
-      if cost <= w.limit then
-        -- The k-th oldest entry in the window must leave first.
-        local k = count + cost - w.limit
-        local entry = redis.call('ZRANGEBYSCORE', key, '(' .. num(floor), '+inf',
-          'WITHSCORES', 'LIMIT', k - 1, 1)
-        reply[4] = entry[2] and math.max(1, ms_until_left(tonumber(entry[2]), w.ms, now)) or 1
-      end
+    elseif count + cost > w.limit then
+      reply[4] = retry_after(key, len, w, now, cost)
       if not binding or waits_longer(reply[4], binding[4]) then binding = reply end
     end
   end
@@ -151,15 +183,13 @@ local function verdict(key, windows, now, cost, allowed, pending)
     -- A denial that no window explains any more (a penalty cap shrank the
     -- log): the first window describes it, and the client may retry.
     local w = windows[1]
-    local count = count_above(key, now - w.ms)
-    binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - count), allowed and -1 or 1, 0 }
+    binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0 }
   end
   local wide = widest(windows)
-  local newest = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(' .. num(now - wide.ms),
-    'WITHSCORES', 'LIMIT', 0, 1)
-  local newest_score = newest[2] and tonumber(newest[2])
-  if pending > 0 and (not newest_score or now > newest_score) then newest_score = now end
-  binding[5] = newest_score and ms_until_left(newest_score, wide.ms, now) or 0
+  local newest = score_at(key, len - 1)
+  if newest and not (newest > now - wide.ms) then newest = nil end
+  if pending and not (newest and newest > now) then newest = now end
+  binding[5] = newest and ms_until_left(newest, wide.ms, now) or 0
   return binding
 end
 
@@ -200,23 +230,35 @@ local function swl_check(keys, args)
   local windows, cost = request.windows, request.cost
 
   redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - widest(windows).ms))
-  local allowed = admits(key, windows, now, cost)
-  local recorded = allowed or request.penalize
-  if recorded then record(key, now, cost, clock) end
-  if not allowed and request.penalize then
-    local excess = redis.call('ZCARD', key) - largest_limit(windows)
+  local before = counts(key, windows, now)
+  local allowed = admits(windows, before, cost)
+  local recorded, cap = 0, nil
+  if allowed then
+    recorded = cost
+  elseif request.penalize then
+    -- Record no more than the cap keeps; entries after now outrank them.
+    cap = largest_limit(windows)
+    local newer = redis.call('ZCOUNT', key, '(' .. num(now), '+inf')
+    recorded = math.min(cost, math.max(0, cap - newer))
+  end
+  if recorded > 0 then record(key, now, recorded, clock) end
+  if cap then
+    local excess = redis.call('ZCARD', key) - cap
     if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
   end
-  local reply = verdict(key, windows, now, cost, allowed, 0)
-  -- The key lives exactly as long as its newest entry stays in the window;
-  -- a denial keeps an existing expiry but repairs a missing one. The time
-  -- is the call's clock + reset_after_ms, set relative to the clock now:
-  -- an absolute time that has just passed would delete the key at once
-  -- (it lands 1 ms late only if a millisecond ticks between TIME and
-  -- PEXPIRE). Redis propagates PEXPIRE as PEXPIREAT.
-  if redis.call('EXISTS', key) == 1 and (recorded or redis.call('PTTL', key) == -1) then
-    local at = clock_ms + reply[5]
-    redis.call('PEXPIRE', key, num(math.max(1, at - server_clock())))
+  local reply = verdict(key, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
+  -- The key lives at least until its newest entry leaves the window: the
+  -- call's clock + reset_after_ms. An admit sets that; a denial only
+  -- lengthens a shorter expiry (or repairs a missing one). It is set
+  -- relative to the clock now: an absolute time that has just passed would
+  -- delete the key at once (it lands 1 ms late only if a millisecond ticks
+  -- between TIME and PEXPIRE). Redis propagates PEXPIRE as PEXPIREAT.
+  if redis.call('EXISTS', key) == 1 then
+    local current = redis.call('PEXPIRETIME', key)
+    if allowed or current == -1 or current < clock_ms + reply[5] then
+      local ttl = reply[5] - (server_clock() - clock_ms)
+      redis.call('PEXPIRE', key, num(math.max(1, ttl)))
+    end
   end
   return reply
 end
@@ -224,9 +266,12 @@ end
 local function swl_peek(keys, args)
   local request, failed = prepare(keys, args, 'swl.peek')
   if not request then return failed end
+  local key, windows, cost = keys[1], request.windows, request.cost
   local now = request.now == '*' and server_clock() or request.now
-  local allowed = admits(keys[1], request.windows, now, request.cost)
-  return verdict(keys[1], request.windows, now, request.cost, allowed, allowed and request.cost or 0)
+  local before = counts(key, windows, now)
+  local allowed = admits(windows, before, cost)
+  local after = counts_after(before, allowed and cost or 0, nil)
+  return verdict(key, windows, after, now, cost, allowed, allowed)
 end
 
 redis.register_function { function_name = 'swl_check', callback = swl_check }

@@ -5,7 +5,7 @@
 mod support;
 
 use redis::{Connection, RedisResult};
-use support::{error_text, expire_time, scores, server_ms, Config, Rng, Server};
+use support::{error_text, expire_time, scores, server_ms, Config, Rng, Server, NEVER_MS};
 
 fn load_library(server: &Server) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
@@ -99,7 +99,8 @@ fn step(
     }
 }
 
-fn random_args(rng: &mut Rng, clock: u64) -> Vec<String> {
+/// Random arguments; limits below `max_limit`.
+fn random_args(rng: &mut Rng, clock: u64, max_limit: u64) -> Vec<String> {
     // Explicit times only: with `*` each server reads its own clock.
     let now = match rng.below(10) {
         0 => clock.saturating_sub(rng.below(300)),
@@ -109,7 +110,7 @@ fn random_args(rng: &mut Rng, clock: u64) -> Vec<String> {
     .to_string();
     let mut args = vec![
         (1 + rng.below(400)).to_string(),
-        rng.below(9).to_string(),
+        rng.below(max_limit).to_string(),
         now,
     ];
     for _ in 0..rng.below(4) {
@@ -118,7 +119,7 @@ fn random_args(rng: &mut Rng, clock: u64) -> Vec<String> {
             1 | 2 => args.extend([
                 "WINDOW".into(),
                 (1 + rng.below(400)).to_string(),
-                rng.below(9).to_string(),
+                rng.below(max_limit).to_string(),
             ]),
             _ => args.push("PENALIZE".into()),
         }
@@ -153,19 +154,46 @@ fn classify(before: i64, after: i64, reset: i64, started: u64, ended: u64) -> Ex
     }
 }
 
-#[test]
-fn the_library_behaves_exactly_like_the_module() {
+/// Scores another tool may have written into a log: infinite, fractional,
+/// or many at once around `clock`.
+fn foreign_scores(rng: &mut Rng, clock: u64) -> Vec<String> {
+    match rng.below(4) {
+        0 => vec!["+inf".into()],
+        1 => vec!["-inf".into()],
+        2 => vec![format!("{}.5", clock.saturating_sub(rng.below(400)))],
+        _ => (0..200)
+            .map(|_| clock.saturating_sub(rng.below(400)).to_string())
+            .collect(),
+    }
+}
+
+/// Runs `steps` random checks and peeks through both, on four keys, and
+/// compares replies, logs and expiry after each. `foreign` is how often
+/// (one step in so many) another tool adds scores to both logs first.
+/// Returns how many calls admitted, denied and failed.
+fn differential(seed: u64, steps: usize, max_limit: u64, foreign: Option<u64>) -> [usize; 3] {
     let module = Server::start();
     let library = Server::with(Config::without_module());
     load_library(&library);
     let mut cons = [module.connect(), library.connect()];
-    let mut rng = Rng(0x00c0_ffee_1234_5678);
+    let mut rng = Rng(seed);
     let mut clock = 500_000u64;
     let mut seen = [0usize; 3];
-    for n in 0..2500 {
+    for n in 0..steps {
         let key = format!("d{}", rng.below(4));
         clock += rng.below(25);
-        let args = random_args(&mut rng, clock);
+        if foreign.is_some_and(|every| rng.below(every) == 0) {
+            let scores = foreign_scores(&mut rng, clock);
+            for con in cons.iter_mut() {
+                let mut zadd = redis::cmd("ZADD");
+                zadd.arg(&key);
+                for (i, score) in scores.iter().enumerate() {
+                    zadd.arg(score).arg(format!("other{n}.{i}"));
+                }
+                let _: i64 = zadd.query(con).unwrap();
+            }
+        }
+        let args = random_args(&mut rng, clock, max_limit);
         let peek = rng.below(5) == 0;
         let persist = rng.below(3) == 0;
         let steps: Vec<Step> = cons
@@ -206,8 +234,26 @@ fn the_library_behaves_exactly_like_the_module() {
             Err(_) => seen[2] += 1,
         }
     }
+    seen
+}
+
+#[test]
+fn the_library_behaves_exactly_like_the_module() {
+    let seen = differential(0x00c0_ffee_1234_5678, 2500, 9, None);
     assert!(
         seen.iter().all(|&n| n > 100),
+        "admits, denials and errors: {seen:?}"
+    );
+}
+
+/// Large limits on logs of hundreds of entries take the module's O(log N)
+/// paths (counts and ranks through ZCOUNT and ZRANGE); scores from other
+/// tools take the saturating and rounding ones.
+#[test]
+fn the_library_agrees_on_large_logs_and_other_tools_scores() {
+    let seen = differential(0x5eed_0bad_cafe_f00d, 1500, 600, Some(6));
+    assert!(
+        seen.iter().all(|&n| n > 50),
         "admits, denials and errors: {seen:?}"
     );
 }
@@ -285,4 +331,41 @@ fn the_library_takes_the_server_clock_for_star() {
     assert!(expiry == 0 || expiry == 1, "expiry off by {expiry} ms");
     let members = support::entries(&mut con, b"now");
     assert!(members.iter().all(|(m, _)| m.len() == 14), "{members:?}");
+}
+
+#[test]
+fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
+    let module = Server::start();
+    let library = Server::with(Config::without_module());
+    load_library(&library);
+    let args: Vec<String> = ["1000", "5", "*"].map(String::from).to_vec();
+    for (server, is_module) in [(&module, true), (&library, false)] {
+        let mut con = server.connect();
+        let _: i64 = redis::cmd("ZADD")
+            .arg(&["inf1", "+inf", "x", "1", "old"])
+            .query(&mut con)
+            .unwrap();
+        let _: i64 = redis::cmd("EXPIRE")
+            .arg("inf1")
+            .arg(100)
+            .query(&mut con)
+            .unwrap();
+        let started = server_ms(&mut con) as i64;
+        assert_eq!(
+            call(&mut con, is_module, false, "inf1", &args),
+            Ok(vec![1, 5, 3, -1, NEVER_MS]),
+            "module: {is_module}"
+        );
+        let ended = server_ms(&mut con) as i64;
+        let log = scores(&mut con, "inf1");
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[1], f64::INFINITY);
+        // The key lives as long as its newest entry stays: 2^54 ms (the
+        // library's relative expiry rounds to a double there: 1 ms more).
+        let expiry = expire_time(&mut con, b"inf1") - NEVER_MS;
+        assert!(
+            (started..=ended + 1).contains(&expiry),
+            "module: {is_module}: {started} <= {expiry} <= {ended}"
+        );
+    }
 }
