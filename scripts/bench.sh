@@ -7,6 +7,10 @@
 #   memory      bytes per tracked request, against the script's key layout
 #   latency     server-side p50/p99 on a hot key with 100,000 entries, and
 #               the cost of trimming a 100,000-entry backlog in one call
+#   windows     the flagship multi-window check (an hour / 100,000 plus a
+#               minute / 5,000) against the function library on the same
+#               log, and the most expensive single calls: 1,000 windows on a
+#               100,000-entry log
 # Usage: scripts/bench.sh [requests per throughput run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -163,6 +167,58 @@ backlog_trim() {
     printf '%-10s %-6s %12s %18s\n' "$n" "$kept" "$(usec_total swl.check)" "$(usec_total zremrangebyscore)"
 }
 
+clock_ms() { cli time | tr -d '\r' | awk 'NR == 1 { s = $1 } NR == 2 { printf "%.0f", s * 1000 + int($1 / 1000) }'; }
+
+# An hour / 100,000 plus a minute / 5,000 on a log of 49,900 entries, 4,900
+# of them in the last minute; the same log under two keys, one checked by
+# the module, one by the function library, with the same calls.
+multi_window() {
+    local calls=20000 clock
+    cli flushall >/dev/null
+    clock=$(clock_ms)
+    awk -v c="$clock" 'BEGIN {
+        for (i = 0; i < 45000; i++) { t = c - 3590000 + int(i * 3529000 / 45000); printf "ZADD mw:swl %.0f %d\r\nZADD mw:fn %.0f %d\r\n", t, i, t, i }
+        for (i = 0; i < 4900; i++) { t = c - 59000 + int(i * 58000 / 4900); printf "ZADD mw:swl %.0f m%d\r\nZADD mw:fn %.0f m%d\r\n", t, i, t, i }
+    }' | pipe_commands
+    cli config resetstat >/dev/null
+    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" SWL.CHECK mw:swl 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" FCALL swl_check 1 mw:fn 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+    local swl library
+    swl=$(usec_per_call swl.check)
+    library=$(usec_per_call fcall)
+    printf '%-34s %10s %10s %9s\n' "hour/100,000 + minute/5,000" "$swl" "$library" "$(ratio "$library" "$swl")"
+}
+
+# One call with 1,000 windows on a log of 100,001 entries (one a
+# millisecond), run `repeat` times: the most a single call can ask.
+worst_case() {
+    local label=$1 command=$2 key=$3 repeat=10 i
+    shift 3
+    cli config resetstat >/dev/null
+    for i in $(seq 1 "$repeat"); do cli "$command" "$key" "$@" >/dev/null; done
+    printf '%-34s %10s\n' "$label" "$(usec_per_call "$(echo "$command" | tr '[:upper:]' '[:lower:]')")"
+}
+
+worst_cases() {
+    local n=100001 base=1700000000000
+    cli flushall >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD wc %.0f %d\r\n", b + i, i }' | pipe_commands
+    local now=$((base + n - 1)) max=9007199254740991 same=() spread=() i
+    # The case that took 11 s before counts were O(log N): 1,000 windows
+    # of 1,000 entries each, under limits nothing reaches.
+    for i in $(seq 1 1000); do same+=(WINDOW 1000 "$max"); done
+    # 1,000 windows of different widths, each full, so each denies and
+    # looks up the entry it waits for in the middle of the log.
+    for i in $(seq 1 1000); do spread+=(WINDOW $((1000 + i * 97)) $((500 + i * 40))); done
+    worst_case "SWL.PEEK, 1,000 x (1000 ms, 2^53-1)" SWL.PEEK wc 100000 "$max" "$now" "${same[@]}"
+    worst_case "SWL.CHECK, 1,000 denying windows" SWL.CHECK wc 100000 "$max" "$now" "${spread[@]}"
+    worst_case "FCALL swl_peek, as the first" FCALL swl_peek 1 wc 100000 "$max" "$now" "${same[@]}"
+    # The largest cost, admitted: 100,000 entries written in one call.
+    cli config resetstat >/dev/null
+    for i in $(seq 1 5); do cli swl.check "cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
+    printf '%-34s %10s\n' "SWL.CHECK, COST 100,000 admitted" "$(usec_per_call swl.check)"
+}
+
 start_server
 sha=$(cli script load "$LUA")
 cli function load replace "$(cat scripts/swl.lua)" >/dev/null
@@ -190,3 +246,11 @@ echo "One call trimming a backlog (server-side microseconds for the whole call)"
 printf '%-10s %-6s %12s %18s\n' trimmed kept SWL.CHECK ZREMRANGEBYSCORE
 for n in 1 8 32 64 256 4096 100000; do backlog_trim "$n" 1; done
 backlog_trim 100000 0
+echo
+echo "Several windows (server microseconds per call, INFO commandstats)"
+printf '%-34s %10s %10s %9s\n' workload SWL.CHECK swl.lua lib/SWL
+multi_window
+echo "(target: lib/SWL >= 3)"
+echo
+echo "The most expensive single calls (server microseconds per call; target < 10,000)"
+worst_cases

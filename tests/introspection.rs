@@ -141,6 +141,10 @@ fn command_docs_describe_both_commands() {
         text(field(&check_doc, "summary")),
         "Checks a request against sliding-window-log rate limits and records it if admitted."
     );
+    assert_eq!(
+        text(field(&check_doc, "complexity")),
+        "O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded"
+    );
     assert_eq!(text(field(&check_doc, "since")), "0.1.0");
     assert_eq!(text(field(&check_doc, "module")), "swl");
     assert_eq!(
@@ -159,6 +163,10 @@ fn command_docs_describe_both_commands() {
     assert_eq!(
         text(field(&peek_doc, "summary")),
         "Tells what SWL.CHECK would reply now, without changing anything."
+    );
+    assert_eq!(
+        text(field(&peek_doc, "complexity")),
+        "O(W log(N)): W windows, N entries in the log"
     );
     assert_eq!(arguments(&peek_doc).len(), 6);
 }

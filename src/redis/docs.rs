@@ -30,18 +30,24 @@ pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
         (
             c"swl.check",
             c"Checks a request against sliding-window-log rate limits and records it if admitted.",
+            c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
             check_flags,
             true,
         ),
         (
             c"swl.peek",
             c"Tells what SWL.CHECK would reply now, without changing anything.",
+            c"O(W log(N)): W windows, N entries in the log",
             peek_flags,
             false,
         ),
     ];
-    for (name, summary, key_flags, penalize) in docs {
-        if let Err(why) = set_info(ctx, name, summary, key_flags, penalize) {
+    for (name, summary, complexity, key_flags, penalize) in docs {
+        let text = Text {
+            summary,
+            complexity,
+        };
+        if let Err(why) = set_info(ctx, name, text, key_flags, penalize) {
             ctx.log_warning(&format!(
                 "swl: no COMMAND DOCS for {}: {why}",
                 name.to_string_lossy()
@@ -51,10 +57,17 @@ pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
+/// What COMMAND DOCS says of a command in words.
+#[derive(Clone, Copy)]
+struct Text {
+    summary: &'static CStr,
+    complexity: &'static CStr,
+}
+
 fn set_info(
     ctx: &Context,
     name: &CStr,
-    summary: &CStr,
+    text: Text,
     key_flags: u32,
     penalize: bool,
 ) -> Result<(), &'static str> {
@@ -131,8 +144,8 @@ fn set_info(
 
     let info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
-        summary: summary.as_ptr(),
-        complexity: c"O(log(N) + M + K): N entries in the log, M entries trimmed, K the largest limit when several windows count".as_ptr(),
+        summary: text.summary.as_ptr(),
+        complexity: text.complexity.as_ptr(),
         since: c"0.1.0".as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
