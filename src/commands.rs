@@ -5,12 +5,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::error::SwlError;
-use crate::redis::reply;
-use crate::redis::server_time_ms;
-use crate::redis::zset::{Access, ZsetKey};
+use crate::redis::key::{Access, OpenKey};
+use crate::redis::{open_log, reply, server_time_ms, LogKey};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
-use crate::window::{self, expiry_after, Verdict};
+use crate::window::{self, expiry_after, LogWriter, Verdict};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
@@ -21,34 +20,32 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Check, &args)?;
         let clock = server_time_ms();
-        let now = moment(&request, clock);
-        let mut key = ZsetKey::open(ctx, &args[1], Access::Write)?;
-        let reply = window::check(
-            &mut key,
-            &request.windows,
-            now,
-            request.cost,
-            request.penalize,
-        );
-        // The key lives at least until its newest entry leaves the window,
-        // on the server's clock. Checks in the same millisecond on a busy
-        // key compute the same expiry: setting and propagating it again
-        // would change nothing.
-        let current = key.expire_at();
-        let at = expiry_after(
-            reply.allowed,
-            current,
-            (clock as i64).saturating_add(reply.reset_after_ms),
-        );
-        if current != Some(at) {
-            key.set_expire_at(at);
-        }
-        Ok(reply)
+        Ok(match open_log(ctx, &args[1], Access::Write)? {
+            LogKey::Zset(mut key) => check_log(&mut key, &request, clock),
+            LogKey::Compact(mut key) => check_log(&mut key, &request, clock),
+        })
     });
     if let Ok(reply) = &outcome {
         stats::count_check(reply.allowed);
     }
     respond(ctx, outcome)
+}
+
+fn check_log<L: LogWriter + AsRef<OpenKey>>(key: &mut L, request: &Request, clock: u64) -> Verdict {
+    let now = moment(request, clock);
+    let reply = window::check(key, &request.windows, now, request.cost, request.penalize);
+    // The key lives at least until its newest entry leaves the window, on
+    // the server's clock. Checks in the same millisecond on a busy key
+    // compute the same expiry: setting and propagating it again would
+    // change nothing.
+    let key = key.as_ref();
+    let current = key.expire_at();
+    let target = (clock as i64).saturating_add(reply.reset_after_ms);
+    let at = expiry_after(reply.allowed, current, target);
+    if current != Some(at) {
+        key.set_expire_at(at);
+    }
+    reply
 }
 
 /// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
@@ -59,13 +56,40 @@ pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Peek, &args)?;
         let now = moment(&request, server_time_ms());
-        let key = ZsetKey::open(ctx, &args[1], Access::Read)?;
-        Ok(window::peek(&key, &request.windows, now, request.cost))
+        let (windows, cost) = (&request.windows, request.cost);
+        Ok(match open_log(ctx, &args[1], Access::Read)? {
+            LogKey::Zset(key) => window::peek(&key, windows, now, cost),
+            LogKey::Compact(key) => window::peek(&key, windows, now, cost),
+        })
     });
     if outcome.is_ok() {
         stats::count_peek();
     }
     respond(ctx, outcome)
+}
+
+/// SWL.ENTRIES key
+///
+/// The log's entries, oldest first, in milliseconds: integers, or as
+/// ZRANGE shows them for a score another tool wrote that is not a whole
+/// number (fractional, infinite).
+pub fn entries(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let outcome = guarded(|| {
+        let [_, name] = args.as_slice() else {
+            return Err(SwlError::WrongArity);
+        };
+        match open_log(ctx, name, Access::Read)? {
+            LogKey::Zset(key) => Ok(key.scores()),
+            LogKey::Compact(key) => Ok(key.entries()?.into_iter().map(|t| t as f64).collect()),
+        }
+    });
+    match outcome {
+        Ok(times) => {
+            reply::times(ctx, &times);
+            Ok(RedisValue::NoReply)
+        }
+        Err(error) => Err(error_reply(error)),
+    }
 }
 
 fn moment(request: &Request, clock: u64) -> u64 {
@@ -77,7 +101,7 @@ fn moment(request: &Request, clock: u64) -> u64 {
 
 /// Runs a command body so that no panic unwinds into the server: a panic
 /// becomes an error reply instead of aborting redis-server.
-fn guarded(body: impl FnOnce() -> Result<Verdict, SwlError>) -> Result<Verdict, SwlError> {
+fn guarded<T>(body: impl FnOnce() -> Result<T, SwlError>) -> Result<T, SwlError> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(Err(SwlError::Internal))
 }
 
@@ -98,11 +122,15 @@ fn respond(ctx: &Context, outcome: Result<Verdict, SwlError>) -> RedisResult {
         }
         Err(error) => {
             stats::count_error();
-            Err(match error {
-                SwlError::WrongArity => RedisError::WrongArity,
-                other => RedisError::String(other.to_string()),
-            })
+            Err(error_reply(error))
         }
+    }
+}
+
+fn error_reply(error: SwlError) -> RedisError {
+    match error {
+        SwlError::WrongArity => RedisError::WrongArity,
+        other => RedisError::String(other.to_string()),
     }
 }
 
@@ -112,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_an_internal_error() {
-        let outcome = guarded(|| panic!("a bug"));
+        let outcome: Result<Verdict, _> = guarded(|| panic!("a bug"));
         assert_eq!(outcome, Err(SwlError::Internal));
         assert_eq!(
             SwlError::Internal.to_string(),

@@ -2,13 +2,15 @@
 //! This file only assembles the module.
 
 mod commands;
+mod compact;
 mod error;
 mod redis;
 mod request;
 mod stats;
 mod window;
 
-use crate::redis::init;
+use crate::redis::{init, Encoding, ENCODING};
+use redis_module::configuration::ConfigurationFlags;
 use redis_module::redis_module;
 
 // Unit tests run without a server, where Redis's allocator does not exist.
@@ -30,5 +32,16 @@ redis_module! {
     commands: [
         ["swl.check", commands::check, "write deny-oom", 1, 1, 1, ""],
         ["swl.peek", commands::peek, "readonly", 1, 1, 1, ""],
+        ["swl.entries", commands::entries, "readonly", 1, 1, 1, ""],
     ],
+    // The binding's macro wants every kind of setting listed.
+    configurations: [
+        i64: [],
+        string: [],
+        bool: [],
+        enum: [
+            ["encoding", &ENCODING, Encoding::zset, ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: false,
+    ]
 }

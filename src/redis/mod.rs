@@ -1,14 +1,60 @@
 //! Everything that talks to Redis's module API, and so all of the module's
-//! `unsafe`: sorted-set keys (`zset`), command docs (`docs`), replies
-//! (`reply`) and the server clock.
+//! `unsafe`: keys (`key`), the log in each encoding (`zset`, `compact`),
+//! command docs (`docs`), replies (`reply`), the encoding setting and the
+//! server clock.
 
+pub mod compact;
 pub mod docs;
+pub mod key;
 pub mod reply;
 pub mod zset;
 
 use std::os::raw::c_int;
+use std::sync::Mutex;
 
-use redis_module::{raw, Context, RedisString, Status};
+use redis_module::{enum_configuration, raw, Context, RedisString, Status};
+
+use crate::error::SwlError;
+use compact::CompactKey;
+use key::{Access, OpenKey};
+use zset::ZsetKey;
+
+enum_configuration! {
+    /// How new logs are stored (`swl.encoding`); existing keys keep theirs.
+    #[allow(non_camel_case_types)]
+    #[derive(Debug, Copy, PartialEq, Eq)]
+    pub enum Encoding {
+        zset = 0,
+        compact = 1,
+    }
+}
+
+/// `swl.encoding`, set at load or with CONFIG SET.
+pub static ENCODING: Mutex<Encoding> = Mutex::new(Encoding::zset);
+
+/// A log key, opened once per call as the encoding it holds.
+pub enum LogKey {
+    Zset(ZsetKey),
+    Compact(CompactKey),
+}
+
+/// Opens the log at `name`: a sorted set, a compact string, or (no key)
+/// whichever `swl.encoding` says new logs are. Anything else is WRONGTYPE.
+pub fn open_log(ctx: &Context, name: &RedisString, access: Access) -> Result<LogKey, SwlError> {
+    let key = OpenKey::open(ctx, name, access);
+    match key.key_type() {
+        raw::KeyType::ZSet => Ok(LogKey::Zset(ZsetKey::new(key))),
+        raw::KeyType::String => CompactKey::new(key).map(LogKey::Compact),
+        raw::KeyType::Empty => {
+            let encoding = ENCODING.lock().map_or(Encoding::zset, |setting| *setting);
+            match encoding {
+                Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
+                Encoding::compact => CompactKey::new(key).map(LogKey::Compact),
+            }
+        }
+        _ => Err(SwlError::WrongType),
+    }
+}
 
 /// The server's clock: Unix time in milliseconds.
 pub fn server_time_ms() -> u64 {

@@ -19,3 +19,26 @@ pub fn integers(ctx: &Context, values: &[i64]) {
         }
     }
 }
+
+/// An array of times: integers where whole (and within i64), doubles
+/// otherwise, as ZRANGE shows a score (a bulk string in RESP2).
+pub fn times(ctx: &Context, values: &[f64]) {
+    // SAFETY: as in `integers`.
+    unsafe {
+        if let (Some(array), Some(integer), Some(double)) = (
+            raw::RedisModule_ReplyWithArray,
+            raw::RedisModule_ReplyWithLongLong,
+            raw::RedisModule_ReplyWithDouble,
+        ) {
+            array(ctx.ctx, values.len() as libc::c_long);
+            for &value in values {
+                let whole = value.fract() == 0.0 && value.abs() < 9.2e18;
+                if whole {
+                    integer(ctx.ctx, value as i64);
+                } else {
+                    double(ctx.ctx, value);
+                }
+            }
+        }
+    }
+}

@@ -5,15 +5,16 @@
 //! key is signalled to WATCH and client-side caching only when it changed.
 
 use std::cell::Cell;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::raw;
+
+use super::key::OpenKey;
 
 use super::server_time_ms;
-use crate::error::SwlError;
 use crate::window::{LogWriter, ScoreLog};
 
 /// RedisModule_Call, which takes its arguments as C varargs.
@@ -23,13 +24,6 @@ type RawCall = unsafe extern "C" fn(
     *const c_char,
     ...
 ) -> *mut raw::RedisModuleCallReply;
-
-/// Whether a key is opened to be changed or only looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-}
 
 /// Walking the skiplist costs a step per entry; past this many steps one
 /// O(log N) command through RM_Call (ZCOUNT, ZRANGE by rank) is cheaper
@@ -42,71 +36,35 @@ const WALK_AT_MOST: u64 = 48;
 /// 256, twice as fast at 100,000; `make bench` prints the trim costs).
 const REMOVE_ONE_BY_ONE_AT_MOST: u64 = 64;
 
-/// An open sorted-set key (or an empty one), closed when dropped.
+/// A sorted-set key (or no key), closed when dropped.
 pub struct ZsetKey {
-    ctx: *mut raw::RedisModuleCtx,
-    name: *mut raw::RedisModuleString,
-    key: *mut raw::RedisModuleKey,
-    mode: c_int,
+    key: OpenKey,
     /// Every entry is known to score above this floor (set by a trim), so
     /// counting above it or any lower floor needs no read.
     all_above: Cell<Option<f64>>,
     /// The score entries were last recorded at: the newest entry, unless
     /// one from the future lies above it.
     recorded_at: Cell<Option<f64>>,
-    /// Whether this call changed the key: signalled once, on drop.
-    changed: Cell<bool>,
+}
+
+impl AsRef<OpenKey> for ZsetKey {
+    fn as_ref(&self) -> &OpenKey {
+        &self.key
+    }
 }
 
 impl ZsetKey {
-    /// Opens `name`; a key that holds anything but a sorted set is WRONGTYPE.
-    pub fn open(ctx: &Context, name: &RedisString, access: Access) -> Result<Self, SwlError> {
-        let mode = match access {
-            Access::Read => raw::REDISMODULE_READ,
-            Access::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-        };
-        let mut guard = ZsetKey {
-            ctx: ctx.ctx,
-            name: name.inner,
-            key: ptr::null_mut(),
-            mode: mode as c_int,
+    /// The log in `key`, which holds a sorted set or nothing.
+    pub fn new(key: OpenKey) -> Self {
+        ZsetKey {
+            key,
             all_above: Cell::new(None),
             recorded_at: Cell::new(None),
-            changed: Cell::new(false),
-        };
-        guard.reopen();
-        match guard.key_type() {
-            raw::KeyType::Empty | raw::KeyType::ZSet => Ok(guard),
-            _ => Err(SwlError::WrongType),
-        }
-    }
-
-    /// (Re)opens the handle, closing any handle held before.
-    fn reopen(&mut self) {
-        self.close();
-        // SAFETY: ctx and name are live for the whole command call; the
-        // handle is owned by this guard, which closes it exactly once.
-        self.key = unsafe {
-            raw::RedisModule_OpenKey
-                .map_or(ptr::null_mut(), |open| open(self.ctx, self.name, self.mode))
-        }
-        .cast();
-    }
-
-    fn close(&mut self) {
-        if !self.key.is_null() {
-            // SAFETY: the handle came from OpenKey and is closed only here.
-            unsafe { raw::RedisModule_CloseKey.map(|f| f(self.key)) };
-            self.key = ptr::null_mut();
         }
     }
 
     fn key_type(&self) -> raw::KeyType {
-        if self.key.is_null() {
-            return raw::KeyType::Empty;
-        }
-        // SAFETY: key is a live handle from OpenKey.
-        raw::KeyType::from(unsafe { raw::RedisModule_KeyType.map_or(0, |f| f(self.key)) })
+        self.key.key_type()
     }
 
     /// Whether a trim has shown every entry to lie above `floor`.
@@ -114,24 +72,23 @@ impl ZsetKey {
         self.all_above.get().is_some_and(|known| floor <= known)
     }
 
-    /// Records that the key changed, with the keyspace event of the command
-    /// that makes the same change (class: REDISMODULE_NOTIFY_*).
-    fn changed(&self, class: c_int, event: &CStr) {
-        self.changed.set(true);
-        // SAFETY: ctx and name are live for the call; the event is a
-        // NUL-terminated literal.
-        unsafe {
-            raw::RedisModule_NotifyKeyspaceEvent
-                .map(|f| f(self.ctx, class, event.as_ptr(), self.name));
-        }
-    }
-
     /// After removals: a sorted set that became empty is gone, as Redis
     /// deletes it, with the `del` event the command would emit.
     fn deleted_if_emptied(&self) {
         if ScoreLog::len(self) == 0 {
-            self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+            self.key.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
         }
+    }
+
+    /// Every score, oldest first: SWL.ENTRIES.
+    pub fn scores(&self) -> Vec<f64> {
+        let mut range = ScoreRange::first_in(self, f64::NEG_INFINITY, f64::INFINITY, false);
+        let mut scores = Vec::new();
+        while let Some(score) = range.score() {
+            scores.push(score);
+            range.advance();
+        }
+        scores
     }
 
     /// Removing entries one at a time above this many would cost more
@@ -143,11 +100,11 @@ impl ZsetKey {
         &mut self,
         run: impl FnOnce(RawCall, *mut raw::RedisModuleCtx, *mut raw::RedisModuleString) -> CallReply,
     ) {
-        self.close();
+        self.key.close();
         drop(self.call(run));
-        self.reopen();
+        self.key.reopen();
         self.recorded_at.set(None);
-        self.changed.set(true);
+        self.key.changed_by_command();
     }
 
     /// Runs one command through RM_Call and hands back its reply.
@@ -157,7 +114,7 @@ impl ZsetKey {
     ) -> CallReply {
         // SAFETY: the function is set at load.
         match unsafe { raw::RedisModule_Call } {
-            Some(call) => run(call, self.ctx, self.name),
+            Some(call) => run(call, self.key.ctx, self.key.name),
             None => CallReply(ptr::null_mut()),
         }
     }
@@ -166,7 +123,8 @@ impl ZsetKey {
         let doomed = self.oldest_members(floor as f64, REMOVE_ONE_BY_ONE_AT_MOST + 1);
         if doomed.len() as u64 <= REMOVE_ONE_BY_ONE_AT_MOST {
             self.remove(doomed);
-            self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
+            self.key
+                .changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore");
             return;
         }
         for member in doomed {
@@ -204,7 +162,7 @@ impl ZsetKey {
             // SAFETY: member came from this key's range iterator, which has
             // been stopped; we own it and free it after use.
             unsafe {
-                raw::RedisModule_ZsetRem.map(|f| f(self.key, member, &mut deleted));
+                raw::RedisModule_ZsetRem.map(|f| f(self.key.ptr, member, &mut deleted));
                 self.free(member);
             }
         }
@@ -221,7 +179,7 @@ impl ZsetKey {
             // nothing; member is a live string we own.
             let status = unsafe {
                 raw::RedisModule_ZsetAdd.map_or(raw::REDISMODULE_ERR as c_int, |f| {
-                    f(self.key, score, member, &mut flags)
+                    f(self.key.ptr, score, member, &mut flags)
                 })
             };
             let added = status == raw::REDISMODULE_OK as c_int
@@ -235,28 +193,6 @@ impl ZsetKey {
                 return None;
             }
         }
-    }
-
-    /// The key's absolute expiry in Unix milliseconds, if it has one.
-    pub fn expire_at(&self) -> Option<i64> {
-        if self.key.is_null() {
-            return None;
-        }
-        // SAFETY: key is a live handle.
-        let at = unsafe { raw::RedisModule_GetAbsExpire.map_or(-1, |f| f(self.key)) };
-        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
-    }
-
-    /// Sets an absolute expiry and propagates it as PEXPIREAT, so replicas
-    /// and the AOF expire the key at the same instant, not a drifting TTL.
-    pub fn set_expire_at(&self, at_ms: i64) {
-        if ScoreLog::len(self) == 0 {
-            return;
-        }
-        // SAFETY: key is a live, non-empty handle opened for writing.
-        unsafe { raw::RedisModule_SetAbsExpire.map(|f| f(self.key, at_ms)) };
-        self.replicate_expire_at(at_ms);
-        self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
     }
 
     /// Entries above `floor`, counted by walking down from the newest, or
@@ -320,10 +256,10 @@ impl ZsetKey {
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
                 replicate(
-                    self.ctx,
+                    self.key.ctx,
                     c"ZREMRANGEBYSCORE".as_ptr(),
                     c"scl".as_ptr(),
-                    self.name,
+                    self.key.name,
                     c"-inf".as_ptr(),
                     floor as libc::c_longlong,
                 );
@@ -338,22 +274,13 @@ impl ZsetKey {
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
                 replicate(
-                    self.ctx,
+                    self.key.ctx,
                     c"ZADD".as_ptr(),
                     c"sv".as_ptr(),
-                    self.name,
+                    self.key.name,
                     argv.as_mut_ptr(),
                     argv.len() as libc::size_t,
                 );
-            }
-        }
-    }
-
-    fn replicate_key_only(&self, command: &CStr) {
-        // SAFETY: the format "s" matches the one key string.
-        unsafe {
-            if let Some(replicate) = raw::RedisModule_Replicate {
-                replicate(self.ctx, command.as_ptr(), c"s".as_ptr(), self.name);
             }
         }
     }
@@ -363,27 +290,12 @@ impl ZsetKey {
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
                 replicate(
-                    self.ctx,
+                    self.key.ctx,
                     c"ZREMRANGEBYRANK".as_ptr(),
                     c"sll".as_ptr(),
-                    self.name,
+                    self.key.name,
                     0 as libc::c_longlong,
                     last_rank as libc::c_longlong,
-                );
-            }
-        }
-    }
-
-    fn replicate_expire_at(&self, at_ms: i64) {
-        // SAFETY: the format "sl" matches the key string and a long long.
-        unsafe {
-            if let Some(replicate) = raw::RedisModule_Replicate {
-                replicate(
-                    self.ctx,
-                    c"PEXPIREAT".as_ptr(),
-                    c"sl".as_ptr(),
-                    self.name,
-                    at_ms as libc::c_longlong,
                 );
             }
         }
@@ -393,7 +305,7 @@ impl ZsetKey {
         // SAFETY: ctx is live; the string is freed by the caller.
         unsafe {
             raw::RedisModule_CreateStringFromLongLong
-                .map_or(ptr::null_mut(), |f| f(self.ctx, value))
+                .map_or(ptr::null_mut(), |f| f(self.key.ctx, value))
         }
     }
 
@@ -402,28 +314,14 @@ impl ZsetKey {
     unsafe fn free(&self, string: *mut raw::RedisModuleString) {
         if !string.is_null() {
             // SAFETY: per the contract above.
-            unsafe { raw::RedisModule_FreeString.map(|f| f(self.ctx, string)) };
-        }
-    }
-}
-
-impl Drop for ZsetKey {
-    fn drop(&mut self) {
-        self.close();
-        if self.changed.get() {
-            // SAFETY: ctx and name are live for the whole command call.
-            unsafe { raw::RedisModule_SignalModifiedKey.map(|f| f(self.ctx, self.name)) };
+            unsafe { raw::RedisModule_FreeString.map(|f| f(self.key.ctx, string)) };
         }
     }
 }
 
 impl ScoreLog for ZsetKey {
     fn len(&self) -> u64 {
-        if self.key.is_null() {
-            return 0;
-        }
-        // SAFETY: key is a live handle; an empty key has length 0.
-        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.key)) as u64 }
+        self.key.value_length() as u64
     }
 
     fn count_above(&self, floor: i64) -> u64 {
@@ -473,12 +371,8 @@ impl LogWriter for ZsetKey {
                 self.remove_through(floor);
                 self.replicate_trim(floor);
             } else {
-                // Everything has left the window: unlink the key, which
-                // frees a large log off the main thread, here and on replicas.
-                // SAFETY: key is a live handle opened for writing.
-                unsafe { raw::RedisModule_UnlinkKey.map(|f| f(self.key)) };
-                self.replicate_key_only(c"UNLINK");
-                self.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+                // Everything has left the window: the key goes.
+                self.key.unlink();
             }
         }
         self.all_above.set(Some(floor_score));
@@ -511,7 +405,7 @@ impl LogWriter for ZsetKey {
             }
             if added > 0 {
                 self.replicate_add(&mut argv[..2 * added]);
-                self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
+                self.key.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zadd");
             }
             for pair in argv.chunks_exact(2).take(added) {
                 // SAFETY: created by add_unique and owned here.
@@ -533,7 +427,8 @@ impl LogWriter for ZsetKey {
         let last_rank = excess as i64 - 1;
         if excess <= REMOVE_ONE_BY_ONE_AT_MOST {
             self.remove(self.oldest_members(f64::INFINITY, excess));
-            self.changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank");
+            self.key
+                .changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank");
             self.deleted_if_emptied();
         } else {
             self.call_with_key_closed(|call, ctx, name| {
@@ -619,7 +514,7 @@ impl<'a> ScoreRange<'a> {
         let open = key.key_type() == raw::KeyType::ZSet
             && unsafe {
                 raw::RedisModule_ZsetFirstInScoreRange
-                    .map_or(0, |f| f(key.key, min, max, c_int::from(exclude_min), 0))
+                    .map_or(0, |f| f(key.key.ptr, min, max, c_int::from(exclude_min), 0))
             } == raw::REDISMODULE_OK as c_int;
         ScoreRange { key, open }
     }
@@ -631,7 +526,7 @@ impl<'a> ScoreRange<'a> {
         let open = key.key_type() == raw::KeyType::ZSet
             && unsafe {
                 raw::RedisModule_ZsetLastInScoreRange
-                    .map_or(0, |f| f(key.key, min, max, c_int::from(exclude_min), 0))
+                    .map_or(0, |f| f(key.key.ptr, min, max, c_int::from(exclude_min), 0))
             } == raw::REDISMODULE_OK as c_int;
         ScoreRange { key, open }
     }
@@ -639,7 +534,8 @@ impl<'a> ScoreRange<'a> {
     fn at_end(&self) -> bool {
         // SAFETY: only asked of an open range on a live key.
         !self.open
-            || unsafe { raw::RedisModule_ZsetRangeEndReached.map_or(1, |f| f(self.key.key)) } != 0
+            || unsafe { raw::RedisModule_ZsetRangeEndReached.map_or(1, |f| f(self.key.key.ptr)) }
+                != 0
     }
 
     /// The current entry's member (owned by the caller) and score.
@@ -651,7 +547,7 @@ impl<'a> ScoreRange<'a> {
         // SAFETY: the range is open and not at its end.
         let member = unsafe {
             raw::RedisModule_ZsetRangeCurrentElement
-                .map_or(ptr::null_mut(), |f| f(self.key.key, &mut score))
+                .map_or(ptr::null_mut(), |f| f(self.key.key.ptr, &mut score))
         };
         (!member.is_null()).then_some((member, score))
     }
@@ -693,7 +589,7 @@ impl<'a> ScoreRange<'a> {
     fn advance(&mut self) {
         // SAFETY: moving an open iterator on a live key.
         if self.open
-            && unsafe { raw::RedisModule_ZsetRangeNext.map_or(0, |f| f(self.key.key)) } == 0
+            && unsafe { raw::RedisModule_ZsetRangeNext.map_or(0, |f| f(self.key.key.ptr)) } == 0
         {
             self.stop();
         }
@@ -702,7 +598,7 @@ impl<'a> ScoreRange<'a> {
     fn retreat(&mut self) {
         // SAFETY: moving an open iterator on a live key.
         if self.open
-            && unsafe { raw::RedisModule_ZsetRangePrev.map_or(0, |f| f(self.key.key)) } == 0
+            && unsafe { raw::RedisModule_ZsetRangePrev.map_or(0, |f| f(self.key.key.ptr)) } == 0
         {
             self.stop();
         }
@@ -711,7 +607,7 @@ impl<'a> ScoreRange<'a> {
     fn stop(&mut self) {
         if self.open {
             // SAFETY: stops the iterator this range started.
-            unsafe { raw::RedisModule_ZsetRangeStop.map(|f| f(self.key.key)) };
+            unsafe { raw::RedisModule_ZsetRangeStop.map(|f| f(self.key.key.ptr)) };
             self.open = false;
         }
     }

@@ -1,0 +1,580 @@
+//! The compact log: a sorted multiset of millisecond times held in a plain
+//! byte string, read and changed in place. Nothing here knows about Redis;
+//! `redis/compact.rs` stores the bytes in a string key.
+//!
+//! Layout, integers little-endian:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `SWLc` |
+//! | 4 | 1 | format version, 1 |
+//! | 5 | 1 | slot width in bytes: 4 or 8 |
+//! | 6 | 2 | reserved, zero |
+//! | 8 | 8 | base: a time in milliseconds, at most 2^53-1 |
+//! | 16 | 4 | head: index of the oldest live slot |
+//! | 20 | 4 | reserved, zero |
+//! | 24 | ... | slots, `width` bytes each |
+//!
+//! A slot holding v >= 1 is an entry at `base + v - 1`; 0 marks a free slot.
+//! Slots before `head` are dead (trimmed); from `head` on come the live
+//! slots in ascending order, then free slots up to the end of the value.
+//! Free capacity at the end lets an entry be recorded by writing one slot.
+
+use std::ops::Range;
+
+use crate::window::MAX_MS;
+
+pub const MAGIC: [u8; 4] = *b"SWLc";
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 24;
+const WIDTH_AT: usize = 5;
+const BASE_AT: Range<usize> = 8..16;
+const HEAD_AT: Range<usize> = 16..20;
+/// A value never has fewer slots than this: it keeps every compact log
+/// longer than the 44 bytes Redis stores in its embedded encoding, which
+/// reading in place would convert.
+const MIN_SLOTS: usize = 8;
+/// The shortest well-formed value.
+pub const MIN_LEN: usize = HEADER_LEN + MIN_SLOTS * 4;
+
+/// Why bytes are not a compact log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatError {
+    TooShort,
+    Magic,
+    Version,
+    Width,
+    Reserved,
+    Length,
+    Base,
+    Head,
+    /// A live slot that is free or past 2^53-1, or slots out of order.
+    Slots,
+}
+
+/// A validated compact log, read in place.
+#[derive(Debug, Clone, Copy)]
+pub struct Log<'a> {
+    slots: &'a [u8],
+    width: usize,
+    base: u64,
+    head: usize,
+    end: usize,
+}
+
+impl<'a> Log<'a> {
+    /// Checks the header and the live range in O(log N): the bytes hold a
+    /// whole number of slots, the head lies within them, and the oldest and
+    /// newest live entries are real times in order. `entries` checks every
+    /// slot.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        if bytes.len() < MIN_LEN {
+            return Err(FormatError::TooShort);
+        }
+        let (header, slots) = bytes.split_at(HEADER_LEN);
+        if header[..4] != MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if header[4] != VERSION {
+            return Err(FormatError::Version);
+        }
+        let width = usize::from(header[WIDTH_AT]);
+        if width != 4 && width != 8 {
+            return Err(FormatError::Width);
+        }
+        if header[6..8] != [0; 2] || header[20..24] != [0; 4] {
+            return Err(FormatError::Reserved);
+        }
+        if slots.len() % width != 0 {
+            return Err(FormatError::Length);
+        }
+        let base = read_u64(&header[BASE_AT]);
+        if base > MAX_MS {
+            return Err(FormatError::Base);
+        }
+        let head = read_u32(&header[HEAD_AT]) as usize;
+        let capacity = slots.len() / width;
+        if head > capacity {
+            return Err(FormatError::Head);
+        }
+        let mut log = Log {
+            slots,
+            width,
+            base,
+            head,
+            end: head,
+        };
+        log.end = head + partition_point(capacity - head, |i| log.raw(head + i) != 0);
+        if log.end > head {
+            let oldest = log.time(head).ok_or(FormatError::Slots)?;
+            let newest = log.time(log.end - 1).ok_or(FormatError::Slots)?;
+            if oldest > newest {
+                return Err(FormatError::Slots);
+            }
+        }
+        Ok(log)
+    }
+
+    fn capacity(&self) -> usize {
+        self.slots.len() / self.width
+    }
+
+    /// The slot at `index` as stored; 0 past the end.
+    fn raw(&self, index: usize) -> u64 {
+        let at = index * self.width;
+        match self.slots.get(at..at + self.width) {
+            Some(bytes) if self.width == 8 => read_u64(bytes),
+            Some(bytes) => u64::from(read_u32(bytes)),
+            None => 0,
+        }
+    }
+
+    /// The time of the slot at `index`, if it holds one.
+    fn time(&self, index: usize) -> Option<u64> {
+        let raw = self.raw(index).checked_sub(1)?;
+        self.base.checked_add(raw).filter(|&t| t <= MAX_MS)
+    }
+
+    /// Number of live entries.
+    pub fn len(&self) -> usize {
+        self.end - self.head
+    }
+
+    /// The time of the live entry at `rank`, 0 the oldest. A slot that does
+    /// not hold a time reads as 2^53-1 (`entries` reports it as corrupt).
+    pub fn time_at(&self, rank: usize) -> Option<u64> {
+        (rank < self.len()).then(|| self.time(self.head + rank).unwrap_or(MAX_MS))
+    }
+
+    /// Live entries at or before `time`: a binary search.
+    fn count_through(&self, time: u64) -> usize {
+        // Stored values are time - base + 1: compare in that space.
+        let Some(limit) = (time + 1).checked_sub(self.base) else {
+            return 0;
+        };
+        partition_point(self.len(), |rank| self.raw(self.head + rank) <= limit)
+    }
+
+    /// Live entries later than `floor`.
+    pub fn count_above(&self, floor: i64) -> usize {
+        match u64::try_from(floor) {
+            Ok(floor) => self.len() - self.count_through(floor),
+            Err(_) => self.len(),
+        }
+    }
+
+    /// Every live entry, oldest first, each slot checked.
+    pub fn entries(&self) -> Result<Vec<u64>, FormatError> {
+        let mut times = Vec::with_capacity(self.len());
+        for index in self.head..self.end {
+            let time = self.time(index).ok_or(FormatError::Slots)?;
+            if times.last().is_some_and(|&last| last > time) {
+                return Err(FormatError::Slots);
+            }
+            times.push(time);
+        }
+        if (self.end..self.capacity()).any(|index| self.raw(index) != 0) {
+            return Err(FormatError::Slots);
+        }
+        Ok(times)
+    }
+}
+
+/// How a change is to reach the stored value, and from it replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Nothing,
+    /// The value was changed in place in this byte range.
+    InPlace(Range<usize>),
+    /// The value is to be replaced by these bytes.
+    Replace(Vec<u8>),
+    /// No entry is left: the key is to go.
+    Emptied,
+}
+
+/// Removes every entry at or before `floor`: moves the head, O(log N).
+/// Once the dead slots are more than half the value, the live ones are
+/// moved down instead (O(live), and so O(1) per entry ever recorded).
+pub fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
+    move_head(value, |log| log.end - log.count_above(floor))
+}
+
+/// Drops the oldest entries until at most `max_entries` are left.
+pub fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
+    let keep = usize::try_from(max_entries).unwrap_or(usize::MAX);
+    move_head(value, |log| log.end - log.len().min(keep))
+}
+
+/// Moves the head to the index `to` picks (within the live slots).
+fn move_head(value: &mut [u8], to: impl FnOnce(&Log) -> usize) -> Result<Change, FormatError> {
+    let head = {
+        let log = Log::parse(value)?;
+        let head = to(&log);
+        if head == log.head {
+            return Ok(Change::Nothing);
+        }
+        if head == log.end {
+            return Ok(Change::Emptied);
+        }
+        if head * 2 > log.capacity() {
+            let live = Log { head, ..log };
+            return Ok(Change::Replace(encode(&live.entries()?, 0)));
+        }
+        head
+    };
+    value[HEAD_AT].copy_from_slice(&(head as u32).to_le_bytes());
+    Ok(Change::InPlace(HEAD_AT))
+}
+
+/// Adds `count` entries at `time` (`value` None: a new log). An entry no
+/// older than the newest is written into free slots, O(count); an older
+/// one goes to its sorted position, moving the newer slots up. Where the
+/// slots are full, the time lies before the base, or it does not fit the
+/// slot width, the whole value is written anew (O(N), amortised O(1): the
+/// new value has room for an eighth more).
+pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    let Some(value) = value else {
+        return Ok(Change::Replace(encode(&vec![time; count], 0)));
+    };
+    let (at, end, width, stored) = {
+        let log = Log::parse(value)?;
+        let stored = (time + 1)
+            .checked_sub(log.base)
+            .filter(|&v| v >= 1 && (log.width == 8 || v <= u64::from(u32::MAX)));
+        let room = log.capacity() - log.end >= count;
+        let (Some(stored), true) = (stored, room) else {
+            let mut times = log.entries()?;
+            let at = times.partition_point(|&t| t <= time);
+            times.splice(at..at, std::iter::repeat_n(time, count));
+            return Ok(Change::Replace(encode(&times, count)));
+        };
+        (
+            log.head + log.count_through(time),
+            log.end,
+            log.width,
+            stored,
+        )
+    };
+    // The slots from the insertion point move up by `count`.
+    let slot = |index: usize| HEADER_LEN + index * width;
+    value.copy_within(slot(at)..slot(end), slot(at + count));
+    for index in at..at + count {
+        let bytes = &mut value[slot(index)..slot(index + 1)];
+        if width == 8 {
+            bytes.copy_from_slice(&stored.to_le_bytes());
+        } else {
+            bytes.copy_from_slice(&(stored as u32).to_le_bytes());
+        }
+    }
+    Ok(Change::InPlace(slot(at)..slot(end + count)))
+}
+
+/// A new value holding `times` (ascending), based at the oldest, in the
+/// narrowest width that holds them, with free slots for an eighth more (at
+/// least `spare`).
+pub fn encode(times: &[u64], spare: usize) -> Vec<u8> {
+    let base = times.first().copied().unwrap_or(0);
+    let span = times.last().map_or(0, |&newest| newest - base + 1);
+    let width = if span <= u64::from(u32::MAX) { 4 } else { 8 };
+    let wanted = times.len() + (times.len() / 8).max(spare).max(4);
+    let slots = slots_filling_allocation(wanted, width);
+    let mut value = vec![0u8; HEADER_LEN + slots * width];
+    value[..4].copy_from_slice(&MAGIC);
+    value[4] = VERSION;
+    value[WIDTH_AT] = width as u8;
+    value[BASE_AT].copy_from_slice(&base.to_le_bytes());
+    for (index, &time) in times.iter().enumerate() {
+        let stored = time - base + 1;
+        let at = HEADER_LEN + index * width;
+        if width == 8 {
+            value[at..at + 8].copy_from_slice(&stored.to_le_bytes());
+        } else {
+            value[at..at + 4].copy_from_slice(&(stored as u32).to_le_bytes());
+        }
+    }
+    value
+}
+
+/// The number of slots, at least `wanted`, whose value fills the memory
+/// Redis allocates for it anyway: a string of n bytes takes a block of
+/// jemalloc's next size class above n plus its header (four classes per
+/// power of two), and slack up to that class would otherwise be wasted.
+fn slots_filling_allocation(wanted: usize, width: usize) -> usize {
+    let wanted = wanted.max(MIN_SLOTS);
+    let len = HEADER_LEN + wanted * width;
+    // The string header (3, 5 or 9 bytes by length) and its NUL.
+    let overhead = |len: usize| match len {
+        0..=255 => 4,
+        256..=65535 => 6,
+        _ => 10,
+    };
+    let block = size_class(len + overhead(len));
+    let usable = block - overhead(block);
+    ((usable - HEADER_LEN) / width).max(wanted)
+}
+
+/// jemalloc's size class for `n` bytes: multiples of 16 up to 128, then
+/// four evenly spaced classes per power of two.
+fn size_class(n: usize) -> usize {
+    if n <= 128 {
+        return n.div_ceil(16) * 16;
+    }
+    let spacing = n.next_power_of_two() / 8;
+    n.div_ceil(spacing) * spacing
+}
+
+/// The first index in `0..len` where `is_before` turns false, assuming it
+/// holds on a prefix; never reads outside `0..len`.
+fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, len);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if is_before(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+fn read_u32(bytes: &[u8]) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[..4]);
+    u32::from_le_bytes(word)
+}
+
+fn read_u64(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::tests::XorShift;
+
+    /// A compact log and the sorted vector it must equal, changed together.
+    struct Pair {
+        value: Option<Vec<u8>>,
+        reference: Vec<u64>,
+    }
+
+    impl Pair {
+        fn new() -> Self {
+            Pair {
+                value: None,
+                reference: Vec::new(),
+            }
+        }
+
+        /// Applies a change, checking that bytes outside the ranges it
+        /// reports stayed as they were: the ranges are what replicas get.
+        fn apply(&mut self, before: Option<Vec<u8>>, change: Change) {
+            match change {
+                Change::Nothing => assert_eq!(self.value, before),
+                Change::Emptied => {
+                    assert!(self.reference.is_empty());
+                    self.value = None;
+                }
+                Change::Replace(bytes) => self.value = Some(bytes),
+                Change::InPlace(range) => {
+                    let (now, was) = (self.value.as_ref().unwrap(), before.unwrap());
+                    assert_eq!(now.len(), was.len());
+                    for (i, (a, b)) in now.iter().zip(&was).enumerate() {
+                        if !range.contains(&i) {
+                            assert_eq!(a, b, "byte {i} changed outside {range:?}");
+                        }
+                    }
+                }
+            }
+        }
+
+        fn record(&mut self, time: u64, count: u64) {
+            let before = self.value.clone();
+            let change = record(self.value.as_deref_mut(), time, count).unwrap();
+            let at = self.reference.partition_point(|&t| t <= time);
+            self.reference
+                .splice(at..at, std::iter::repeat_n(time, count as usize));
+            self.apply(before, change);
+        }
+
+        fn trim_through(&mut self, floor: i64) {
+            let Some(value) = self.value.as_mut() else {
+                return;
+            };
+            let before = Some(value.clone());
+            let change = trim_through(value, floor).unwrap();
+            self.reference.retain(|&t| t as i64 > floor);
+            self.apply(before, change);
+        }
+
+        fn cap_to(&mut self, max: u64) {
+            let Some(value) = self.value.as_mut() else {
+                return;
+            };
+            let before = Some(value.clone());
+            let change = cap_to(value, max).unwrap();
+            let excess = self.reference.len().saturating_sub(max as usize);
+            self.reference.drain(..excess);
+            self.apply(before, change);
+        }
+
+        fn check(&self, context: &str) {
+            let Some(value) = &self.value else {
+                assert!(self.reference.is_empty(), "{context}");
+                return;
+            };
+            let log = Log::parse(value).unwrap();
+            assert_eq!(log.entries().unwrap(), self.reference, "{context}");
+            assert_eq!(log.len(), self.reference.len());
+            for (rank, &time) in self.reference.iter().enumerate() {
+                assert_eq!(log.time_at(rank), Some(time));
+            }
+            assert_eq!(log.time_at(self.reference.len()), None);
+            for floor in [-1i64, 0, 1, 50, 99, 100, 101, 1000, i64::MAX] {
+                let expected = self.reference.iter().filter(|&&t| t as i64 > floor).count();
+                assert_eq!(log.count_above(floor), expected, "{context} floor {floor}");
+            }
+            if let Some(&t) = self.reference.get(self.reference.len() / 2) {
+                let expected = self.reference.iter().filter(|&&x| x > t).count();
+                assert_eq!(log.count_above(t as i64), expected, "{context}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_log_has_the_documented_layout() {
+        let value = encode(&[1000, 1000, 1005], 0);
+        assert_eq!(&value[..8], b"SWLc\x01\x04\x00\x00");
+        assert_eq!(value[8..16], 1000u64.to_le_bytes());
+        assert_eq!(value[16..24], [0; 8]);
+        assert_eq!(value[24..36], [1, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0]);
+        assert!(value[36..].iter().all(|&b| b == 0));
+        assert!(value.len() >= MIN_LEN);
+        assert_eq!(
+            Log::parse(&value).unwrap().entries(),
+            Ok(vec![1000, 1000, 1005])
+        );
+    }
+
+    #[test]
+    fn recording_in_order_writes_only_the_new_slots() {
+        let mut value = encode(&[10], 0);
+        let change = record(Some(&mut value), 12, 2).unwrap();
+        assert_eq!(change, Change::InPlace(28..36));
+        assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![10, 12, 12]));
+    }
+
+    #[test]
+    fn a_trim_moves_the_head_and_a_large_dead_prefix_is_reclaimed() {
+        let times: Vec<u64> = (1..=40).collect();
+        let mut value = encode(&times, 0);
+        let capacity = (value.len() - HEADER_LEN) / 4;
+        assert_eq!(trim_through(&mut value, 5), Ok(Change::InPlace(16..20)));
+        assert_eq!(read_u32(&value[16..20]), 5);
+        let Ok(Change::Replace(reclaimed)) = trim_through(&mut value, 35) else {
+            panic!("more than half dead: the value is written anew");
+        };
+        let log = Log::parse(&reclaimed).unwrap();
+        assert_eq!(log.entries(), Ok((36..=40).collect()));
+        assert_eq!(log.base, 36);
+        assert!(reclaimed.len() < HEADER_LEN + capacity * 4);
+        assert_eq!(trim_through(&mut value, 40), Ok(Change::Emptied));
+    }
+
+    #[test]
+    fn times_past_the_slot_width_or_before_the_base_rewrite_the_value() {
+        let mut value = encode(&[1000], 0);
+        let Ok(Change::Replace(wide)) = record(Some(&mut value), 1000 + (1 << 32), 1) else {
+            panic!("a span of 2^32 ms needs 8-byte slots");
+        };
+        assert_eq!(wide[WIDTH_AT], 8);
+        assert_eq!(
+            Log::parse(&wide).unwrap().entries(),
+            Ok(vec![1000, 1000 + (1 << 32)])
+        );
+        let Ok(Change::Replace(rebased)) = record(Some(&mut value), 999, 1) else {
+            panic!("a time before the base rebases the log");
+        };
+        assert_eq!(Log::parse(&rebased).unwrap().entries(), Ok(vec![999, 1000]));
+        let top = encode(&[0, MAX_MS], 0);
+        assert_eq!(Log::parse(&top).unwrap().entries(), Ok(vec![0, MAX_MS]));
+    }
+
+    #[test]
+    fn values_fill_their_allocation_and_grow_by_an_eighth() {
+        assert_eq!(size_class(100), 112);
+        assert_eq!(size_class(4097), 5120);
+        assert_eq!(size_class(4096), 4096);
+        for n in [1usize, 7, 100, 1000, 10_000, 100_000] {
+            let value = encode(&vec![5; n], 0);
+            let slots = (value.len() - HEADER_LEN) / 4;
+            assert!(slots >= n + (n / 8).max(4), "{n}: {slots}");
+            // No more than a size class (a quarter) above what is wanted.
+            assert!(value.len() <= (HEADER_LEN + (n + (n / 8).max(4)) * 4) * 5 / 4 + 16);
+        }
+    }
+
+    #[test]
+    fn random_changes_agree_with_a_sorted_vector() {
+        let mut rng = XorShift(0x0dd_ba11_5eed);
+        for round in 0..400 {
+            let mut pair = Pair::new();
+            let mut clock = rng.below(1000);
+            for step in 0..60 {
+                let context = format!("round {round} step {step}");
+                match rng.below(10) {
+                    0..=4 => {
+                        clock += rng.below(20);
+                        let time = match rng.below(8) {
+                            0 => clock.saturating_sub(rng.below(300)),
+                            1 => clock + (1 << 32) * rng.below(2),
+                            _ => clock,
+                        };
+                        let most = if rng.below(10) == 0 { 60 } else { 3 };
+                        pair.record(time, 1 + rng.below(most));
+                    }
+                    5..=7 => pair.trim_through(clock as i64 - rng.below(200) as i64),
+                    _ => pair.cap_to(rng.below(40)),
+                }
+                pair.check(&context);
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_are_refused_or_read_without_panicking() {
+        let mut rng = XorShift(0xbad_c0de);
+        let good = encode(&[100, 200, 300, 400], 0);
+        assert!(Log::parse(&good[..MIN_LEN - 1]).is_err());
+        assert_eq!(Log::parse(b"hello").err(), Some(FormatError::TooShort));
+        for _ in 0..20_000 {
+            let mut bytes = if rng.below(3) == 0 {
+                (0..rng.below(120))
+                    .map(|_| rng.below(256) as u8)
+                    .collect::<Vec<u8>>()
+            } else {
+                let mut bytes = good.clone();
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(bytes.len() as u64) as usize;
+                    bytes[at] = rng.below(256) as u8;
+                }
+                bytes.truncate(bytes.len() - rng.below(3) as usize * rng.below(9) as usize);
+                bytes
+            };
+            if let Ok(log) = Log::parse(&bytes) {
+                let _ = (log.entries(), log.count_above(250), log.time_at(1));
+                for _ in 0..3 {
+                    let _ = match rng.below(3) {
+                        0 => trim_through(&mut bytes, rng.below(500) as i64),
+                        1 => cap_to(&mut bytes, rng.below(5)),
+                        _ => record(Some(&mut bytes), rng.below(600), 1 + rng.below(3)),
+                    };
+                }
+            }
+        }
+    }
+}
