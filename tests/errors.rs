@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{check, check_error, snapshot, Server};
+use support::{check, check_error, for_each_encoding, snapshot, Encoding, Rng, Server};
 
 const MAX: &str = "9007199254740991";
 const OVER: &str = "9007199254740992";
@@ -42,8 +42,8 @@ fn assert_error_leaves_key(server: &Server, args: &[&[u8]], expected: &str) {
     assert_eq!(snapshot(&mut con, b"k"), before, "key changed by {args:?}");
 }
 
-fn server_with_a_log() -> Server {
-    let server = Server::start();
+fn server_with_a_log(encoding: Encoding) -> Server {
+    let server = Server::with(encoding.config());
     let mut con = server.connect();
     // Entries that a successful check at now = 10^9 would trim; the window
     // keeps the key's expiry an hour away.
@@ -54,111 +54,262 @@ fn server_with_a_log() -> Server {
 
 #[test]
 fn bad_window_ms_is_named() {
-    let server = server_with_a_log();
-    for bad in MALFORMED.iter().chain(&[&b"0"[..]]) {
-        assert_error_leaves_key(&server, &[bad, b"5", b"1000000000"], WINDOW_ERR);
-    }
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        for bad in MALFORMED.iter().chain(&[&b"0"[..]]) {
+            assert_error_leaves_key(&server, &[bad, b"5", b"1000000000"], WINDOW_ERR);
+        }
+    });
 }
 
 #[test]
 fn bad_limit_is_named() {
-    let server = server_with_a_log();
-    for bad in MALFORMED {
-        assert_error_leaves_key(&server, &[b"1000", bad, b"1000000000"], LIMIT_ERR);
-    }
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        for bad in MALFORMED {
+            assert_error_leaves_key(&server, &[b"1000", bad, b"1000000000"], LIMIT_ERR);
+        }
+    });
 }
 
 #[test]
 fn bad_now_ms_is_named() {
-    let server = server_with_a_log();
-    for bad in MALFORMED.iter().chain(&[&b"**"[..], b"* ", b"now"]) {
-        assert_error_leaves_key(&server, &[b"1000", b"5", bad], NOW_ERR);
-    }
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        for bad in MALFORMED.iter().chain(&[&b"**"[..], b"* ", b"now"]) {
+            assert_error_leaves_key(&server, &[b"1000", b"5", bad], NOW_ERR);
+        }
+    });
 }
 
 #[test]
 fn bad_cost_is_named() {
-    let server = server_with_a_log();
-    for bad in MALFORMED.iter().chain(&[&b"0"[..], b"100001"]) {
-        assert_error_leaves_key(
-            &server,
-            &[b"1000", b"5", b"1000000000", b"COST", bad],
-            COST_ERR,
-        );
-    }
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        for bad in MALFORMED.iter().chain(&[&b"0"[..], b"100001"]) {
+            assert_error_leaves_key(
+                &server,
+                &[b"1000", b"5", b"1000000000", b"COST", bad],
+                COST_ERR,
+            );
+        }
+    });
 }
 
 #[test]
 fn the_largest_values_are_accepted() {
-    let server = Server::start();
-    let mut con = server.connect();
-    assert_eq!(
-        check(&mut con, "max", &[MAX, MAX, MAX, "COST", "100000"]),
-        [1, 9007199254740991, 9007199254640991, -1, 9007199254740991]
-    );
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let mut con = server.connect();
+        assert_eq!(
+            check(&mut con, "max", &[MAX, MAX, MAX, "COST", "100000"]),
+            [1, 9007199254740991, 9007199254640991, -1, 9007199254740991]
+        );
+    });
 }
 
 #[test]
 fn wrong_arity_is_redis_own_error() {
-    let server = server_with_a_log();
-    assert_error_leaves_key(&server, &[b"1000", b"5"], ARITY_ERR);
-    assert_error_leaves_key(&server, &[b"1000"], ARITY_ERR);
-    assert_error_leaves_key(&server, &[], ARITY_ERR);
-    let mut con = server.connect();
-    let error: redis::RedisError = redis::cmd("SWL.CHECK").query::<()>(&mut con).unwrap_err();
-    assert_eq!(support::error_text(&error), ARITY_ERR);
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        assert_error_leaves_key(&server, &[b"1000", b"5"], ARITY_ERR);
+        assert_error_leaves_key(&server, &[b"1000"], ARITY_ERR);
+        assert_error_leaves_key(&server, &[], ARITY_ERR);
+        let mut con = server.connect();
+        let error: redis::RedisError = redis::cmd("SWL.CHECK").query::<()>(&mut con).unwrap_err();
+        assert_eq!(support::error_text(&error), ARITY_ERR);
+    });
 }
 
 #[test]
 fn unknown_repeated_or_incomplete_options_are_syntax_errors() {
-    let server = server_with_a_log();
-    let base: &[&[u8]] = &[b"1000", b"5", b"1000000000"];
-    let options: &[&[&[u8]]] = &[
-        &[b"NOPE"],
-        &[b"COST"],
-        &[b"COST", b"1", b"COST", b"1"],
-        &[b"COST", b"1", b"extra"],
-        &[b""],
-        &[b"COST\0", b"1"],
-    ];
-    for extra in options {
-        let args: Vec<&[u8]> = base.iter().chain(extra.iter()).copied().collect();
-        assert_error_leaves_key(&server, &args, SYNTAX_ERR);
-    }
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        let base: &[&[u8]] = &[b"1000", b"5", b"1000000000"];
+        let options: &[&[&[u8]]] = &[
+            &[b"NOPE"],
+            &[b"COST"],
+            &[b"COST", b"1", b"COST", b"1"],
+            &[b"COST", b"1", b"extra"],
+            &[b""],
+            &[b"COST\0", b"1"],
+        ];
+        for extra in options {
+            let args: Vec<&[u8]> = base.iter().chain(extra.iter()).copied().collect();
+            assert_error_leaves_key(&server, &args, SYNTAX_ERR);
+        }
+    });
 }
 
 #[test]
 fn another_type_is_wrongtype_and_untouched() {
-    let server = Server::start();
-    let mut con = server.connect();
-    let _: () = redis::cmd("SET")
-        .arg("k")
-        .arg("value")
-        .query(&mut con)
-        .unwrap();
-    let _: () = redis::cmd("PEXPIRE")
-        .arg("k")
-        .arg(100000)
-        .query(&mut con)
-        .unwrap();
-    assert_error_leaves_key(&server, &[b"1000", b"5", b"*"], WRONGTYPE_ERR);
-    let _: () = redis::cmd("DEL").arg("k").query(&mut con).unwrap();
-    let _: () = redis::cmd("RPUSH")
-        .arg("k")
-        .arg("a")
-        .query(&mut con)
-        .unwrap();
-    assert_error_leaves_key(&server, &[b"1000", b"0", b"*"], WRONGTYPE_ERR);
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let mut con = server.connect();
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("value")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("PEXPIRE")
+            .arg("k")
+            .arg(100000)
+            .query(&mut con)
+            .unwrap();
+        assert_error_leaves_key(&server, &[b"1000", b"5", b"*"], WRONGTYPE_ERR);
+        let _: () = redis::cmd("DEL").arg("k").query(&mut con).unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg("k")
+            .arg("a")
+            .query(&mut con)
+            .unwrap();
+        assert_error_leaves_key(&server, &[b"1000", b"0", b"*"], WRONGTYPE_ERR);
+    });
 }
 
 #[test]
 fn argument_errors_come_before_the_key_type() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let mut con = server.connect();
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("value")
+            .query(&mut con)
+            .unwrap();
+        assert_error_leaves_key(&server, &[b"x", b"5", b"*"], WINDOW_ERR);
+    });
+}
+
+/// A value that is a well-formed compact log (header, two live slots at
+/// 100 and 200, six free ones).
+fn compact_log() -> Vec<u8> {
+    let mut value = b"SWLc\x01\x04\0\0".to_vec();
+    value.extend(100u64.to_le_bytes());
+    value.extend([0u8; 8]);
+    value.extend([1, 0, 0, 0, 101, 0, 0, 0]);
+    value.extend([0u8; 24]);
+    value
+}
+
+#[test]
+fn strings_that_are_not_compact_logs_are_wrongtype_and_untouched() {
     let server = Server::start();
     let mut con = server.connect();
+    let good = compact_log();
     let _: () = redis::cmd("SET")
         .arg("k")
-        .arg("value")
+        .arg(&good)
         .query(&mut con)
         .unwrap();
-    assert_error_leaves_key(&server, &[b"x", b"5", b"*"], WINDOW_ERR);
+    let entries: Vec<i64> = redis::cmd("SWL.ENTRIES").arg("k").query(&mut con).unwrap();
+    assert_eq!(entries, [100, 200]);
+    let corrupt = |at: usize, byte: u8| {
+        let mut value = good.clone();
+        value[at] = byte;
+        value
+    };
+    let mut out_of_order = good.clone();
+    out_of_order[24] = 102;
+    let bad: Vec<Vec<u8>> = vec![
+        b"123".to_vec(),
+        b"value".to_vec(),
+        good[..40].to_vec(),
+        good[..good.len() - 1].to_vec(),
+        corrupt(0, b'X'),
+        corrupt(4, 2),
+        corrupt(5, 3),
+        corrupt(6, 1),
+        corrupt(15, 0x80),
+        corrupt(16, 9),
+        corrupt(23, 1),
+        out_of_order,
+        vec![b'x'; 100],
+    ];
+    for value in &bad {
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg(value)
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("PEXPIRE")
+            .arg("k")
+            .arg(100000)
+            .query(&mut con)
+            .unwrap();
+        assert_error_leaves_key(&server, &[b"1000", b"5", b"*"], WRONGTYPE_ERR);
+        let before = snapshot(&mut con, b"k");
+        for command in ["SWL.PEEK", "SWL.ENTRIES"] {
+            let mut cmd = redis::cmd(command);
+            cmd.arg("k");
+            if command == "SWL.PEEK" {
+                cmd.arg(&["1000", "5", "*"]);
+            }
+            let reply: redis::RedisResult<redis::Value> = cmd.query(&mut con);
+            let error = reply.expect_err(command);
+            assert_eq!(
+                support::error_text(&error),
+                WRONGTYPE_ERR,
+                "{command} {value:?}"
+            );
+        }
+        assert_eq!(snapshot(&mut con, b"k"), before, "{value:?}");
+    }
+}
+
+#[test]
+/// A check reads O(log N) of a value: its header, bounds and the slots it
+/// searches. Every mutation either gets WRONGTYPE with the value untouched
+/// or a well-formed reply; SWL.ENTRIES reads every slot and refuses what
+/// is out of order anywhere.
+fn mutated_compact_logs_never_crash_the_server_or_read_past_the_value() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let good = compact_log();
+    let mut rng = Rng(0xfa11_0fde_ad5e_ed00);
+    let mut outcomes = [0usize; 2];
+    for _ in 0..1500 {
+        let mut value = good.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(value.len() as u64) as usize;
+            value[at] = rng.below(256) as u8;
+        }
+        if rng.below(4) == 0 {
+            value.truncate(value.len() - 1 - rng.below(20) as usize);
+        }
+        let _: () = redis::cmd("SET")
+            .arg("m")
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+        let reply: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.CHECK")
+            .arg("m")
+            .arg(&["1000", "5", "150", "COST", "2"])
+            .query(&mut con);
+        match reply {
+            Ok(reply) => {
+                assert_eq!(reply.len(), 5);
+                assert!([0, 1].contains(&reply[0]) && reply[1] == 5, "{reply:?}");
+                assert!((0..=5).contains(&reply[2]), "{reply:?}");
+                outcomes[0] += 1;
+                let entries: redis::RedisResult<Vec<i64>> =
+                    redis::cmd("SWL.ENTRIES").arg("m").query(&mut con);
+                if let Ok(entries) = entries {
+                    assert!(entries.windows(2).all(|w| w[0] <= w[1]), "{entries:?}");
+                }
+            }
+            Err(error) => {
+                assert_eq!(support::error_text(&error), WRONGTYPE_ERR);
+                let after: Vec<u8> = redis::cmd("GET").arg("m").query(&mut con).unwrap();
+                assert_eq!(after, value, "a refused value is left as it was");
+                outcomes[1] += 1;
+            }
+        }
+    }
+    assert!(
+        outcomes.iter().all(|&n| n > 100),
+        "accepted, refused: {outcomes:?}"
+    );
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
 }

@@ -5,7 +5,7 @@
 mod support;
 
 use redis::{Connection, Value};
-use support::{check, server_ms, snapshot, Rng, Server};
+use support::{check, for_each_encoding, server_ms, snapshot, Rng, Server};
 
 const TOKENS: &[&[u8]] = &[
     b"0",
@@ -136,58 +136,60 @@ fn seed_keys(con: &mut Connection) {
 
 #[test]
 fn random_arguments_never_crash_and_errors_change_nothing() {
-    let mut server = Server::start();
-    let mut con = server.connect();
-    seed_keys(&mut con);
-    let mut rng = Rng(0xdead_beef_cafe_f00d);
-    let keys: [&[u8]; 4] = [b"log", b"text", b"fresh", b"nul\0key"];
-    let mut seen = [0usize; 2];
-    for round in 0..4000 {
-        let command = if rng.below(4) == 0 {
-            "SWL.PEEK"
-        } else {
-            "SWL.CHECK"
-        };
-        let key = keys[rng.below(keys.len() as u64) as usize];
-        let args = random_call(&mut rng);
-        let before = snapshot(&mut con, key);
-        let mut call = redis::cmd(command);
-        call.arg(key);
-        for arg in &args {
-            call.arg(arg.as_slice());
-        }
-        match call.query::<Value>(&mut con) {
-            Ok(reply) => {
-                assert_well_formed(&reply, &args);
-                seen[0] += 1;
+    for_each_encoding(|encoding| {
+        let mut server = Server::with(encoding.config());
+        let mut con = server.connect();
+        seed_keys(&mut con);
+        let mut rng = Rng(0xdead_beef_cafe_f00d);
+        let keys: [&[u8]; 4] = [b"log", b"text", b"fresh", b"nul\0key"];
+        let mut seen = [0usize; 2];
+        for round in 0..4000 {
+            let command = if rng.below(4) == 0 {
+                "SWL.PEEK"
+            } else {
+                "SWL.CHECK"
+            };
+            let key = keys[rng.below(keys.len() as u64) as usize];
+            let args = random_call(&mut rng);
+            let before = snapshot(&mut con, key);
+            let mut call = redis::cmd(command);
+            call.arg(key);
+            for arg in &args {
+                call.arg(arg.as_slice());
             }
-            Err(error) => {
-                assert!(
-                    error.code().is_some(),
-                    "not a server error reply: {error} for {args:?}"
-                );
-                let after = snapshot(&mut con, key);
-                // Random windows give real, short TTLs: a key whose own
-                // expiry has passed meanwhile was removed by the server.
-                let expired = before.2 >= 0 && before.2 <= server_ms(&mut con) as i64;
-                if !expired {
-                    assert_eq!(after, before, "{command} {key:?} {args:?} changed the key");
+            match call.query::<Value>(&mut con) {
+                Ok(reply) => {
+                    assert_well_formed(&reply, &args);
+                    seen[0] += 1;
                 }
-                seen[1] += 1;
+                Err(error) => {
+                    assert!(
+                        error.code().is_some(),
+                        "not a server error reply: {error} for {args:?}"
+                    );
+                    let after = snapshot(&mut con, key);
+                    // Random windows give real, short TTLs: a key whose own
+                    // expiry has passed meanwhile was removed by the server.
+                    let expired = before.2 >= 0 && before.2 <= server_ms(&mut con) as i64;
+                    if !expired {
+                        assert_eq!(after, before, "{command} {key:?} {args:?} changed the key");
+                    }
+                    seen[1] += 1;
+                }
+            }
+            if round % 500 == 0 {
+                let _: String = redis::cmd("PING").query(&mut con).expect("server alive");
             }
         }
-        if round % 500 == 0 {
-            let _: String = redis::cmd("PING").query(&mut con).expect("server alive");
-        }
-    }
-    assert!(
-        seen[0] > 500 && seen[1] > 500,
-        "both replies and errors: {seen:?}"
-    );
-    assert!(
-        server.is_alive(),
-        "redis-server died; log:\n{}",
-        server.log()
-    );
-    let _: String = redis::cmd("PING").query(&mut con).expect("server alive");
+        assert!(
+            seen[0] > 500 && seen[1] > 500,
+            "both replies and errors: {seen:?}"
+        );
+        assert!(
+            server.is_alive(),
+            "redis-server died; log:\n{}",
+            server.log()
+        );
+        let _: String = redis::cmd("PING").query(&mut con).expect("server alive");
+    });
 }

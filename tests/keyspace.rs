@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use redis::Connection;
-use support::{start_replica, wait_for_replicas, Config, Server};
+use support::{for_each_encoding, start_replica, wait_for_replicas, Config, Encoding, Server};
 
 /// Whether a transaction WATCHing `key` still commits after `meanwhile`
 /// ran on another connection.
@@ -33,28 +33,30 @@ fn watch_survives(server: &Server, key: &str, meanwhile: &[&[&str]]) -> bool {
 
 #[test]
 fn only_a_check_that_changes_the_key_aborts_a_watching_transaction() {
-    let server = Server::start();
-    let check: &[&str] = &["SWL.CHECK", "w", "60000", "1", "*"];
-    assert!(!watch_survives(&server, "w", &[check]), "an admit writes");
-    // With `*` a denial computes the expiry the admit set: nothing changes.
-    assert!(watch_survives(&server, "w", &[check]), "a no-op denial");
-    let peek: &[&str] = &["SWL.PEEK", "w", "60000", "1", "*"];
-    assert!(watch_survives(&server, "w", &[peek]), "a peek");
-    // A denial that must lengthen the expiry does change the key.
-    let shorten: &[&str] = &["PEXPIRE", "w", "1000"];
-    let _: () = redis::cmd(shorten[0])
-        .arg(&shorten[1..])
-        .query(&mut server.connect())
-        .unwrap();
-    assert!(
-        !watch_survives(&server, "w", &[check]),
-        "an extending denial"
-    );
-    let same_ms: &[&str] = &["SWL.CHECK", "x", "60000", "0", "5"];
-    assert!(
-        watch_survives(&server, "x", &[same_ms]),
-        "a denial on no key"
-    );
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let check: &[&str] = &["SWL.CHECK", "w", "60000", "1", "*"];
+        assert!(!watch_survives(&server, "w", &[check]), "an admit writes");
+        // With `*` a denial computes the expiry the admit set: nothing changes.
+        assert!(watch_survives(&server, "w", &[check]), "a no-op denial");
+        let peek: &[&str] = &["SWL.PEEK", "w", "60000", "1", "*"];
+        assert!(watch_survives(&server, "w", &[peek]), "a peek");
+        // A denial that must lengthen the expiry does change the key.
+        let shorten: &[&str] = &["PEXPIRE", "w", "1000"];
+        let _: () = redis::cmd(shorten[0])
+            .arg(&shorten[1..])
+            .query(&mut server.connect())
+            .unwrap();
+        assert!(
+            !watch_survives(&server, "w", &[check]),
+            "an extending denial"
+        );
+        let same_ms: &[&str] = &["SWL.CHECK", "x", "60000", "0", "5"];
+        assert!(
+            watch_survives(&server, "x", &[same_ms]),
+            "a denial on no key"
+        );
+    });
 }
 
 /// Keyspace events (event, key) seen by a subscriber until the `SET` of
@@ -90,8 +92,12 @@ fn subscribe(server: &Server) -> Connection {
 
 #[test]
 fn keyspace_events_match_the_commands_propagated_to_replicas() {
+    for_each_encoding(keyspace_events_in);
+}
+
+fn keyspace_events_in(encoding: Encoding) {
     let notify = |config: Config| config.arg("notify-keyspace-events", "EA");
-    let master = Server::with(notify(Config::default()));
+    let master = Server::with(notify(encoding.config()));
     let replica = start_replica(&master, notify(Config::without_module()));
     let mut on_master = subscribe(&master);
     let mut on_replica = subscribe(&replica);
@@ -128,31 +134,46 @@ fn keyspace_events_match_the_commands_propagated_to_replicas() {
             .unwrap();
     }
     wait_for_replicas(&mut con, 1);
-    let expected: Vec<(String, String)> = [
-        ("zadd", "ev"),
-        ("expire", "ev"),
-        ("expire", "ev"),
-        // The penalty: one entry recorded, the oldest dropped.
-        ("zadd", "ev"),
-        ("zremrangebyrank", "ev"),
-        ("zadd", "big"),
-        // 90 entries trimmed in one command, then the admit.
-        ("zremrangebyscore", "big"),
-        ("zadd", "big"),
-        ("expire", "big"),
-        // Everything left the window: the log is deleted, then started anew.
-        ("del", "big"),
-        ("zadd", "big"),
-        ("expire", "big"),
-        ("zadd", "cap"),
-        // A penalty capping 101 entries to 5, in one command.
-        ("zadd", "cap"),
-        ("zremrangebyrank", "cap"),
-        ("expire", "cap"),
-    ]
-    .iter()
-    .map(|(event, key)| (event.to_string(), key.to_string()))
-    .collect();
+    // `ev` is created by the module, in the encoding under test; `big` and
+    // `cap` are sorted sets written by ZADD.
+    let ev: &[(&str, &str)] = match encoding {
+        Encoding::Zset => &[
+            ("zadd", "ev"),
+            ("expire", "ev"),
+            ("expire", "ev"),
+            // The penalty: one entry recorded, the oldest dropped.
+            ("zadd", "ev"),
+            ("zremrangebyrank", "ev"),
+        ],
+        Encoding::Compact => &[
+            // A new log is one SET; then slots and the head are SETRANGEs.
+            ("set", "ev"),
+            ("expire", "ev"),
+            ("expire", "ev"),
+            ("setrange", "ev"),
+            ("setrange", "ev"),
+        ],
+    };
+    let expected: Vec<(String, String)> = ev
+        .iter()
+        .chain(&[
+            ("zadd", "big"),
+            // 90 entries trimmed in one command, then the admit.
+            ("zremrangebyscore", "big"),
+            ("zadd", "big"),
+            ("expire", "big"),
+            // Everything left the window: the log is deleted, then started anew.
+            ("del", "big"),
+            ("zadd", "big"),
+            ("expire", "big"),
+            ("zadd", "cap"),
+            // A penalty capping 101 entries to 5, in one command.
+            ("zadd", "cap"),
+            ("zremrangebyrank", "cap"),
+            ("expire", "cap"),
+        ])
+        .map(|(event, key)| (event.to_string(), key.to_string()))
+        .collect();
     assert_eq!(
         events_until(&mut on_master, "end"),
         expected,

@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use redis::Connection;
-use support::{scores, Rng, Server};
+use support::{for_each_encoding, scores, Rng, Server};
 
 /// The rules, spelled out as directly as possible on sorted vectors.
 #[derive(Default)]
@@ -153,62 +153,64 @@ fn run(con: &mut Connection, command: &str, key: &str, call: &Call) -> [i64; 5] 
 
 #[test]
 fn the_module_matches_the_reference_model_reply_by_reply() {
-    let server = Server::start();
-    let mut con = server.connect();
-    let mut model = Model::default();
-    let mut rng = Rng(0x0123_4567_89ab_cdef);
-    let mut clock = 100_000u64;
-    let mut outcomes = [0usize; 2];
-    for step in 0..6000 {
-        let key = format!("m{}", rng.below(4));
-        // Mostly forward, sometimes a client whose clock lags or runs ahead.
-        clock += rng.below(30);
-        let now = match rng.below(10) {
-            0 => clock.saturating_sub(rng.below(300)),
-            1 => clock + rng.below(300),
-            _ => clock,
-        };
-        let windows: Vec<(u64, u64)> = (0..1 + rng.below(3))
-            .map(|_| (1 + rng.below(400), rng.below(9)))
-            .collect();
-        let call = Call {
-            windows,
-            now,
-            cost: 1 + rng.below(4) * rng.below(2),
-            penalize: rng.below(4) == 0,
-        };
-        if rng.below(5) == 0 {
-            let peek_call = Call {
-                penalize: false,
-                ..call
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let mut con = server.connect();
+        let mut model = Model::default();
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let mut clock = 100_000u64;
+        let mut outcomes = [0usize; 2];
+        for step in 0..6000 {
+            let key = format!("m{}", rng.below(4));
+            // Mostly forward, sometimes a client whose clock lags or runs ahead.
+            clock += rng.below(30);
+            let now = match rng.below(10) {
+                0 => clock.saturating_sub(rng.below(300)),
+                1 => clock + rng.below(300),
+                _ => clock,
             };
-            let expected = model.peek(&key, &peek_call);
+            let windows: Vec<(u64, u64)> = (0..1 + rng.below(3))
+                .map(|_| (1 + rng.below(400), rng.below(9)))
+                .collect();
+            let call = Call {
+                windows,
+                now,
+                cost: 1 + rng.below(4) * rng.below(2),
+                penalize: rng.below(4) == 0,
+            };
+            if rng.below(5) == 0 {
+                let peek_call = Call {
+                    penalize: false,
+                    ..call
+                };
+                let expected = model.peek(&key, &peek_call);
+                assert_eq!(
+                    run(&mut con, "SWL.PEEK", &key, &peek_call),
+                    expected,
+                    "step {step} PEEK {key} {:?}",
+                    arguments(&peek_call)
+                );
+                continue;
+            }
+            let expected = model.check(&key, &call);
+            let actual = run(&mut con, "SWL.CHECK", &key, &call);
+            // The TTL runs on the server's wall clock while these times are
+            // made up, so a log could expire mid-run; expiry is proven in
+            // check.rs, the window rules here.
+            let _: i64 = redis::cmd("PERSIST").arg(&key).query(&mut con).unwrap();
             assert_eq!(
-                run(&mut con, "SWL.PEEK", &key, &peek_call),
+                actual,
                 expected,
-                "step {step} PEEK {key} {:?}",
-                arguments(&peek_call)
+                "step {step}: SWL.CHECK {key} {:?}",
+                arguments(&call)
             );
-            continue;
+            outcomes[actual[0] as usize] += 1;
+            let log: Vec<f64> = model.logs[&key].iter().map(|&s| s as f64).collect();
+            assert_eq!(scores(&mut con, &key), log, "step {step}: the log of {key}");
         }
-        let expected = model.check(&key, &call);
-        let actual = run(&mut con, "SWL.CHECK", &key, &call);
-        // The TTL runs on the server's wall clock while these times are
-        // made up, so a log could expire mid-run; expiry is proven in
-        // check.rs, the window rules here.
-        let _: i64 = redis::cmd("PERSIST").arg(&key).query(&mut con).unwrap();
-        assert_eq!(
-            actual,
-            expected,
-            "step {step}: SWL.CHECK {key} {:?}",
-            arguments(&call)
+        assert!(
+            outcomes[0] > 1000 && outcomes[1] > 1000,
+            "a mix: {outcomes:?}"
         );
-        outcomes[actual[0] as usize] += 1;
-        let log: Vec<f64> = model.logs[&key].iter().map(|&s| s as f64).collect();
-        assert_eq!(scores(&mut con, &key), log, "step {step}: the log of {key}");
-    }
-    assert!(
-        outcomes[0] > 1000 && outcomes[1] > 1000,
-        "a mix: {outcomes:?}"
-    );
+    });
 }

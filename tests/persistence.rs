@@ -7,16 +7,16 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Connection;
-use support::{check, entries, expire_time, Config, Server};
+use support::{check, contents, expire_time, for_each_encoding, Contents, Server};
 
-type State = Vec<(Vec<u8>, Vec<(Vec<u8>, f64)>, i64)>;
+type State = Vec<(Vec<u8>, Contents, i64)>;
 
 fn state(con: &mut Connection) -> State {
     let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).unwrap();
     keys.sort();
     keys.into_iter()
         .map(|key| {
-            let log = entries(con, &key);
+            let log = contents(con, &key);
             let expiry = expire_time(con, &key);
             (key, log, expiry)
         })
@@ -97,34 +97,42 @@ fn wait_for_rewrite(con: &mut Connection) {
 
 #[test]
 fn aof_restart_keeps_every_entry_and_expiry() {
-    let config = Config::default()
-        .arg("appendonly", "yes")
-        .arg("appendfsync", "always");
-    let mut server = Server::with(config);
-    workload(&mut server.connect());
-    assert_restart_keeps_everything(&mut server);
+    for_each_encoding(|encoding| {
+        let config = encoding
+            .config()
+            .arg("appendonly", "yes")
+            .arg("appendfsync", "always");
+        let mut server = Server::with(config);
+        workload(&mut server.connect());
+        assert_restart_keeps_everything(&mut server);
+    });
 }
 
 #[test]
 fn aof_rewrite_then_restart_keeps_every_entry_and_expiry() {
-    let config = Config::default()
-        .arg("appendonly", "yes")
-        .arg("appendfsync", "always");
-    let mut server = Server::with(config);
-    let mut con = server.connect();
-    workload(&mut con);
-    let _: String = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    wait_for_rewrite(&mut con);
-    // Writes after the rewrite land in the new incremental file.
-    check(&mut con, "rl:0", &["3600000", "50", "*"]);
-    assert_restart_keeps_everything(&mut server);
+    for_each_encoding(|encoding| {
+        let config = encoding
+            .config()
+            .arg("appendonly", "yes")
+            .arg("appendfsync", "always");
+        let mut server = Server::with(config);
+        let mut con = server.connect();
+        workload(&mut con);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
+        wait_for_rewrite(&mut con);
+        // Writes after the rewrite land in the new incremental file.
+        check(&mut con, "rl:0", &["3600000", "50", "*"]);
+        assert_restart_keeps_everything(&mut server);
+    });
 }
 
 #[test]
 fn rdb_save_then_restart_keeps_every_entry_and_expiry() {
-    let mut server = Server::start();
-    let mut con = server.connect();
-    workload(&mut con);
-    let _: String = redis::cmd("SAVE").query(&mut con).unwrap();
-    assert_restart_keeps_everything(&mut server);
+    for_each_encoding(|encoding| {
+        let mut server = Server::with(encoding.config());
+        let mut con = server.connect();
+        workload(&mut con);
+        let _: String = redis::cmd("SAVE").query(&mut con).unwrap();
+        assert_restart_keeps_everything(&mut server);
+    });
 }

@@ -1,12 +1,13 @@
-//! A replica, with or without the module, holds exactly the master's
-//! entries (members and scores) and the same absolute expiry.
+//! A replica, with or without the module, holds exactly the master's log
+//! (a sorted set's members and scores, a compact log's bytes) and the same
+//! absolute expiry.
 
 mod support;
 
 use redis::Connection;
 use support::{
-    check, entries, expire_time, scores, server_ms, start_replica, wait_for_replicas, Config,
-    Server, NEVER_MS,
+    check, contents, expire_time, for_each_encoding, scores, server_ms, start_replica,
+    wait_for_replicas, Config, Contents, Server, NEVER_MS,
 };
 
 fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
@@ -16,13 +17,13 @@ fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
 }
 
 /// Every key's entries and absolute expiry, in key order.
-type State = Vec<(Vec<u8>, Vec<(Vec<u8>, f64)>, i64)>;
+type State = Vec<(Vec<u8>, Contents, i64)>;
 
 fn state(con: &mut Connection) -> State {
     keys(con)
         .into_iter()
         .map(|key| {
-            let log = entries(con, &key);
+            let log = contents(con, &key);
             let expiry = expire_time(con, &key);
             (key, log, expiry)
         })
@@ -57,140 +58,146 @@ fn wait_for_short_logs_to_expire(con: &mut Connection, long_logs: i64) {
 
 #[test]
 fn replicas_hold_exactly_the_masters_entries_and_expiry() {
-    let master = Server::start();
-    let with_module = start_replica(&master, Config::default());
-    let without_module = start_replica(&master, Config::without_module());
-    let mut con = master.connect();
+    for_each_encoding(|encoding| {
+        let master = Server::with(encoding.config());
+        let with_module = start_replica(&master, Config::default());
+        let without_module = start_replica(&master, Config::without_module());
+        let mut con = master.connect();
 
-    let mut outcomes = [0usize; 2];
-    for i in 0..3000u64 {
-        // Long logs live through the comparison; short ones expire meanwhile.
-        let long = format!("long:{}", i % 41);
-        // Each short log keeps to one clock: server-clock entries would be
-        // far in the future for explicit times and keep the log for years.
-        let short = format!("short:{}:{}", i % 8, i % 19);
-        let reply = match i % 8 {
-            // The server clock: replicas must get the master's time.
-            0 => check(&mut con, &long, &["600000", "6", "*"]),
-            1 => check(&mut con, &long, &["600000", "40", "*", "COST", "2"]),
-            // Explicit times, moving forward so old entries are trimmed.
-            2 => check(
-                &mut con,
-                &long,
-                &["60000", "2", &(1000 + i * 40).to_string()],
-            ),
-            // Same millisecond, several at once.
-            3 => check(
-                &mut con,
-                &long,
-                &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
-            ),
-            // Penalized denials cap the log by rank.
-            4 => check(
-                &mut con,
-                &long,
-                &["20", "1", "*", "WINDOW", "600000", "3", "PENALIZE"],
-            ),
-            5 => check(
-                &mut con,
-                &long,
-                &[
-                    "10",
-                    "2",
-                    &(1000 + i * 5).to_string(),
-                    "WINDOW",
-                    "600000",
-                    "5",
-                ],
-            ),
-            6 => check(&mut con, &short, &["5", "2", "*"]),
-            _ => check(
-                &mut con,
-                &short,
-                &["30", "3", &(1000 + i).to_string(), "COST", "2"],
-            ),
-        };
-        outcomes[reply[0] as usize] += 1;
-    }
-    assert!(
-        outcomes[0] > 300 && outcomes[1] > 300,
-        "a mix of admits and denials: {outcomes:?}"
-    );
+        let mut outcomes = [0usize; 2];
+        for i in 0..3000u64 {
+            // Long logs live through the comparison; short ones expire meanwhile.
+            let long = format!("long:{}", i % 41);
+            // Each short log keeps to one clock: server-clock entries would be
+            // far in the future for explicit times and keep the log for years.
+            let short = format!("short:{}:{}", i % 8, i % 19);
+            let reply = match i % 8 {
+                // The server clock: replicas must get the master's time.
+                0 => check(&mut con, &long, &["600000", "6", "*"]),
+                1 => check(&mut con, &long, &["600000", "40", "*", "COST", "2"]),
+                // Explicit times, moving forward so old entries are trimmed.
+                2 => check(
+                    &mut con,
+                    &long,
+                    &["60000", "2", &(1000 + i * 40).to_string()],
+                ),
+                // Same millisecond, several at once.
+                3 => check(
+                    &mut con,
+                    &long,
+                    &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
+                ),
+                // Penalized denials cap the log by rank.
+                4 => check(
+                    &mut con,
+                    &long,
+                    &["20", "1", "*", "WINDOW", "600000", "3", "PENALIZE"],
+                ),
+                5 => check(
+                    &mut con,
+                    &long,
+                    &[
+                        "10",
+                        "2",
+                        &(1000 + i * 5).to_string(),
+                        "WINDOW",
+                        "600000",
+                        "5",
+                    ],
+                ),
+                6 => check(&mut con, &short, &["5", "2", "*"]),
+                _ => check(
+                    &mut con,
+                    &short,
+                    &["30", "3", &(1000 + i).to_string(), "COST", "2"],
+                ),
+            };
+            outcomes[reply[0] as usize] += 1;
+        }
+        assert!(
+            outcomes[0] > 300 && outcomes[1] > 300,
+            "a mix of admits and denials: {outcomes:?}"
+        );
 
-    wait_for_short_logs_to_expire(&mut con, 41);
-    assert!(
-        info_stat(&mut con, "expired_keys") > 0,
-        "logs expired during the run"
-    );
-    wait_for_replicas(&mut con, 2);
-    let expected = state(&mut con);
-    assert_eq!(expected.len(), 41);
-    assert!(expected
-        .iter()
-        .all(|(_, log, expiry)| !log.is_empty() && *expiry > 0));
-    assert_eq!(state(&mut with_module.connect()), expected);
-    assert_eq!(state(&mut without_module.connect()), expected);
+        wait_for_short_logs_to_expire(&mut con, 41);
+        assert!(
+            info_stat(&mut con, "expired_keys") > 0,
+            "logs expired during the run"
+        );
+        wait_for_replicas(&mut con, 2);
+        let expected = state(&mut con);
+        assert_eq!(expected.len(), 41);
+        assert!(expected
+            .iter()
+            .all(|(_, log, expiry)| !log.is_empty() && *expiry > 0));
+        assert_eq!(state(&mut with_module.connect()), expected);
+        assert_eq!(state(&mut without_module.connect()), expected);
+    });
 }
 
 #[test]
 fn a_trim_that_empties_the_log_deletes_the_key_on_replicas() {
-    let master = Server::start();
-    let replica = start_replica(&master, Config::without_module());
-    let mut con = master.connect();
-    check(&mut con, "gone", &["1000", "2", "1000"]);
-    check(&mut con, "gone", &["1000", "2", "5000", "COST", "3"]);
-    wait_for_replicas(&mut con, 1);
-    assert_eq!(keys(&mut replica.connect()), Vec::<Vec<u8>>::new());
+    for_each_encoding(|encoding| {
+        let master = Server::with(encoding.config());
+        let replica = start_replica(&master, Config::without_module());
+        let mut con = master.connect();
+        check(&mut con, "gone", &["1000", "2", "1000"]);
+        check(&mut con, "gone", &["1000", "2", "5000", "COST", "3"]);
+        wait_for_replicas(&mut con, 1);
+        assert_eq!(keys(&mut replica.connect()), Vec::<Vec<u8>>::new());
+    });
 }
 
 #[test]
 fn large_and_small_trims_reach_replicas_exactly() {
-    let master = Server::start();
-    let replica = start_replica(&master, Config::without_module());
-    let mut con = master.connect();
-    // 100 entries (listpack) and 400 (skiplist), one per millisecond.
-    for (key, entries) in [("lp", 100u64), ("sl", 400)] {
-        for t in 0..entries {
-            check(
+    for_each_encoding(|encoding| {
+        let master = Server::with(encoding.config());
+        let replica = start_replica(&master, Config::without_module());
+        let mut con = master.connect();
+        // 100 entries (listpack) and 400 (skiplist), one per millisecond.
+        for (key, entries) in [("lp", 100u64), ("sl", 400)] {
+            for t in 0..entries {
+                check(
+                    &mut con,
+                    key,
+                    &["1000000", "1000000", &(10_000 + t).to_string()],
+                );
+            }
+        }
+        // Trims of 1, 9, 60 and 300 entries: one by one and in one call.
+        for (key, now) in [
+            ("lp", 1_010_000u64),
+            ("lp", 1_010_009),
+            ("lp", 1_010_069),
+            ("sl", 1_010_299),
+        ] {
+            check(&mut con, key, &["1000000", "1000000", &now.to_string()]);
+        }
+        assert_eq!(scores(&mut con, "lp").len(), 100 - 70 + 3);
+        assert_eq!(scores(&mut con, "lp")[0], 10_070.0);
+        assert_eq!(scores(&mut con, "sl").len(), 400 - 300 + 1);
+        // Penalized denials, then caps: lp drops 2 entries one by one (its
+        // trim empties the old ones first), sl drops 98 in one call.
+        for (key, limit) in [("lp", "4"), ("sl", "5")] {
+            let reply = check(
                 &mut con,
                 key,
-                &["1000000", "1000000", &(10_000 + t).to_string()],
+                &["1000000", limit, "1010300", "COST", "3", "PENALIZE"],
             );
+            assert_eq!(reply[0], 0, "{key} is denied");
         }
-    }
-    // Trims of 1, 9, 60 and 300 entries: one by one and in one call.
-    for (key, now) in [
-        ("lp", 1_010_000u64),
-        ("lp", 1_010_009),
-        ("lp", 1_010_069),
-        ("sl", 1_010_299),
-    ] {
-        check(&mut con, key, &["1000000", "1000000", &now.to_string()]);
-    }
-    assert_eq!(scores(&mut con, "lp").len(), 100 - 70 + 3);
-    assert_eq!(scores(&mut con, "lp")[0], 10_070.0);
-    assert_eq!(scores(&mut con, "sl").len(), 400 - 300 + 1);
-    // Penalized denials, then caps: lp drops 2 entries one by one (its
-    // trim empties the old ones first), sl drops 98 in one call.
-    for (key, limit) in [("lp", "4"), ("sl", "5")] {
-        let reply = check(
-            &mut con,
-            key,
-            &["1000000", limit, "1010300", "COST", "3", "PENALIZE"],
+        assert_eq!(
+            scores(&mut con, "lp"),
+            [1_010_069.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
         );
-        assert_eq!(reply[0], 0, "{key} is denied");
-    }
-    assert_eq!(
-        scores(&mut con, "lp"),
-        [1_010_069.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
-    );
-    assert_eq!(
-        scores(&mut con, "sl"),
-        [10_399.0, 1_010_299.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
-    );
-    let expected = state(&mut con);
-    wait_for_replicas(&mut con, 1);
-    assert_eq!(state(&mut replica.connect()), expected);
+        assert_eq!(
+            scores(&mut con, "sl"),
+            [10_399.0, 1_010_299.0, 1_010_300.0, 1_010_300.0, 1_010_300.0]
+        );
+        let expected = state(&mut con);
+        wait_for_replicas(&mut con, 1);
+        assert_eq!(state(&mut replica.connect()), expected);
+    });
 }
 
 #[test]
@@ -228,33 +235,35 @@ fn scores_from_other_tools_keep_replicas_exact() {
 
 #[test]
 fn checks_inside_transactions_and_scripts_replicate_exactly() {
-    let master = Server::start();
-    let replica = start_replica(&master, Config::without_module());
-    let mut con = master.connect();
-    let (first, second): (Vec<i64>, Vec<i64>) = redis::pipe()
-        .atomic()
-        .cmd("SWL.CHECK")
-        .arg(&["tx", "60000", "2", "*"])
-        .cmd("SWL.CHECK")
-        .arg(&["tx", "60000", "2", "*", "COST", "2"])
-        .query(&mut con)
-        .unwrap();
-    assert_eq!((first[0], second[0]), (1, 0));
-    let from_script: Vec<i64> = redis::cmd("EVAL")
-        .arg("return redis.call('SWL.CHECK', KEYS[1], '60000', '3', '*', 'COST', '2')")
-        .arg(1)
-        .arg("lua")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(from_script, [1, 3, 1, -1, 60000]);
-    wait_for_replicas(&mut con, 1);
-    let expected = state(&mut con);
-    assert_eq!(
-        expected
-            .iter()
-            .map(|(_, log, _)| log.len())
-            .collect::<Vec<_>>(),
-        [2, 1]
-    );
-    assert_eq!(state(&mut replica.connect()), expected);
+    for_each_encoding(|encoding| {
+        let master = Server::with(encoding.config());
+        let replica = start_replica(&master, Config::without_module());
+        let mut con = master.connect();
+        let (first, second): (Vec<i64>, Vec<i64>) = redis::pipe()
+            .atomic()
+            .cmd("SWL.CHECK")
+            .arg(&["tx", "60000", "2", "*"])
+            .cmd("SWL.CHECK")
+            .arg(&["tx", "60000", "2", "*", "COST", "2"])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!((first[0], second[0]), (1, 0));
+        let from_script: Vec<i64> = redis::cmd("EVAL")
+            .arg("return redis.call('SWL.CHECK', KEYS[1], '60000', '3', '*', 'COST', '2')")
+            .arg(1)
+            .arg("lua")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(from_script, [1, 3, 1, -1, 60000]);
+        wait_for_replicas(&mut con, 1);
+        let expected = state(&mut con);
+        assert_eq!(
+            expected
+                .iter()
+                .map(|(_, log, _)| log.len())
+                .collect::<Vec<_>>(),
+            [2, 1]
+        );
+        assert_eq!(state(&mut replica.connect()), expected);
+    });
 }

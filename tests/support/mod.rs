@@ -74,12 +74,48 @@ impl Drop for TempDir {
     }
 }
 
+/// How a server's new logs are stored (`swl.encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Zset,
+    Compact,
+}
+
+pub const ENCODINGS: [Encoding; 2] = [Encoding::Zset, Encoding::Compact];
+
+impl Encoding {
+    /// A server with the module, creating logs in this encoding.
+    pub fn config(self) -> Config {
+        Config {
+            encoding: self,
+            ..Config::default()
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Zset => "zset",
+            Encoding::Compact => "compact",
+        }
+    }
+}
+
+/// Runs a test body once per encoding, saying which one a failure is in.
+pub fn for_each_encoding(body: impl Fn(Encoding)) {
+    for encoding in ENCODINGS {
+        eprintln!("-- encoding {}", encoding.name());
+        body(encoding);
+    }
+}
+
 /// How to start a server.
 #[derive(Clone)]
 pub struct Config {
     pub module: bool,
     /// A cluster node, with a free bus port of its own.
     pub cluster: bool,
+    /// `swl.encoding`, where the module is loaded.
+    pub encoding: Encoding,
     pub args: Vec<String>,
 }
 
@@ -88,6 +124,7 @@ impl Default for Config {
         Config {
             module: true,
             cluster: false,
+            encoding: Encoding::Zset,
             args: Vec::new(),
         }
     }
@@ -199,6 +236,7 @@ impl Server {
             let module = module_path();
             assert!(module.exists(), "module not built: {}", module.display());
             command.arg("--loadmodule").arg(module);
+            command.args(["--swl.encoding", self.config.encoding.name()]);
         }
         if self.config.cluster {
             command
@@ -306,12 +344,76 @@ pub fn entries(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
         .expect("ZRANGE")
 }
 
-/// A key's scores, oldest first.
-pub fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
-    entries(con, key.as_bytes())
-        .into_iter()
-        .map(|(_, s)| s)
+/// A log's exact contents, whatever its encoding, to compare servers:
+/// a sorted set's members and scores, a compact log's bytes. Read with
+/// plain commands, so it works where the module is not loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Contents {
+    Missing,
+    Zset(Vec<(Vec<u8>, f64)>),
+    Bytes(Vec<u8>),
+}
+
+pub fn contents(con: &mut Connection, key: &[u8]) -> Contents {
+    let kind: String = redis::cmd("TYPE").arg(key).query(con).expect("TYPE");
+    match kind.as_str() {
+        "none" => Contents::Missing,
+        "zset" => Contents::Zset(entries(con, key)),
+        "string" => Contents::Bytes(redis::cmd("GET").arg(key).query(con).expect("GET")),
+        other => panic!("a log is a zset or a string, not {other}"),
+    }
+}
+
+impl Contents {
+    /// The entries' times, oldest first. A compact log is decoded here from
+    /// the byte format the README documents, independently of the module.
+    pub fn times(&self) -> Vec<f64> {
+        match self {
+            Contents::Missing => Vec::new(),
+            Contents::Zset(entries) => entries.iter().map(|(_, s)| *s).collect(),
+            Contents::Bytes(bytes) => decode_compact(bytes),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.times().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The times in a compact log: a 24-byte header (magic `SWLc`, version 1,
+/// slot width, base time, head index), then slots holding time - base + 1,
+/// the live ones from `head` up to the first 0.
+pub fn decode_compact(bytes: &[u8]) -> Vec<f64> {
+    assert_eq!(
+        &bytes[..5],
+        b"SWLc\x01",
+        "a compact log's magic and version"
+    );
+    let width = bytes[5] as usize;
+    assert!(width == 4 || width == 8, "slot width {width}");
+    let base = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    let head = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+    bytes[24..]
+        .chunks_exact(width)
+        .skip(head)
+        .map(|slot| {
+            let mut word = [0u8; 8];
+            word[..width].copy_from_slice(slot);
+            u64::from_le_bytes(word)
+        })
+        .take_while(|&stored| stored != 0)
+        .map(|stored| (base + stored - 1) as f64)
         .collect()
+}
+
+/// A key's scores (times), oldest first, whatever its encoding.
+pub fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
+    contents(con, key.as_bytes()).times()
 }
 
 /// A key's absolute expiry in ms: -1 without one, -2 when there is no key.
@@ -395,9 +497,14 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(masters: usize) -> Cluster {
+        Cluster::start_in(Encoding::Zset, masters)
+    }
+
+    /// A cluster whose nodes create logs in `encoding`.
+    pub fn start_in(encoding: Encoding, masters: usize) -> Cluster {
         let config = Config {
             cluster: true,
-            ..Config::default()
+            ..encoding.config()
         };
         let nodes: Vec<Server> = (0..masters).map(|_| Server::with(config.clone())).collect();
         let mut create = Command::new("redis-cli");
