@@ -1,0 +1,228 @@
+//! The two encodings are one contract: the same calls on a sorted-set log
+//! and a compact log give the same replies, entries and expiry; the
+//! `swl.encoding` setting decides only how new logs are stored; and
+//! SWL.ENTRIES shows either.
+
+mod support;
+
+use redis::{Connection, Value};
+use support::{error_text, Encoding, Rng, Server};
+
+fn set_encoding(con: &mut Connection, encoding: Encoding) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("swl.encoding")
+        .arg(encoding.name())
+        .query(con)
+        .unwrap();
+}
+
+fn log_type(con: &mut Connection, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query(con).unwrap()
+}
+
+fn entries(con: &mut Connection, key: &str) -> Result<Vec<Value>, String> {
+    redis::cmd("SWL.ENTRIES")
+        .arg(key)
+        .query(con)
+        .map_err(|e| error_text(&e))
+}
+
+/// Random valid arguments (errors are the same code for both encodings,
+/// and tested on each in errors.rs): several windows, COST, PENALIZE
+/// (SWL.CHECK only), times going backwards now and then, the server clock.
+fn random_args(rng: &mut Rng, clock: u64, check: bool) -> Vec<String> {
+    let now = match rng.below(12) {
+        0 => "*".to_string(),
+        1 => clock.saturating_sub(rng.below(500)).to_string(),
+        2 => (clock + rng.below(300)).to_string(),
+        _ => clock.to_string(),
+    };
+    let most = if rng.below(4) == 0 { 300 } else { 12 };
+    let mut args = vec![
+        (1 + rng.below(600)).to_string(),
+        rng.below(most).to_string(),
+        now,
+    ];
+    for _ in 0..rng.below(3) {
+        args.extend([
+            "WINDOW".into(),
+            (1 + rng.below(600)).to_string(),
+            rng.below(40).to_string(),
+        ]);
+    }
+    if rng.below(3) == 0 {
+        args.extend(["COST".into(), (1 + rng.below(6)).to_string()]);
+    }
+    if check && rng.below(3) == 0 {
+        args.push("PENALIZE".into());
+    }
+    args
+}
+
+/// One call on both logs in one transaction, so `*` reads one clock.
+/// None when the clock ticked between them: the logs are then started
+/// anew on both sides.
+type Both = (Vec<i64>, Vec<i64>);
+
+fn both(con: &mut Connection, command: &str, args: &[String]) -> Option<Both> {
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("TIME");
+    // Each key is named after its encoding, which is set before each call
+    // so that a log emptied and created anew keeps it.
+    for key in ["zset", "compact"] {
+        pipe.cmd("CONFIG")
+            .arg("SET")
+            .arg("swl.encoding")
+            .arg(key)
+            .ignore();
+        pipe.cmd(command).arg(key).arg(args);
+    }
+    pipe.cmd("TIME");
+    let replies: Vec<Value> = pipe.query(con).unwrap();
+    let reply = |value: &Value| -> Vec<i64> { redis::from_redis_value(value).unwrap() };
+    let time = |value: &Value| -> (u64, u64) { redis::from_redis_value(value).unwrap() };
+    let (before, after) = (time(&replies[0]), time(&replies[3]));
+    if before.0 * 1000 + before.1 / 1000 != after.0 * 1000 + after.1 / 1000 {
+        let _: () = redis::cmd("DEL")
+            .arg(&["zset", "compact"])
+            .query(con)
+            .unwrap();
+        return None;
+    }
+    Some((reply(&replies[1]), reply(&replies[2])))
+}
+
+#[test]
+fn both_encodings_give_the_same_replies_entries_and_expiry() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut rng = Rng(0x0e4c_0d1e_5eed_0042);
+    let mut clock = 1_000_000u64;
+    let mut seen = [0usize; 2];
+    let mut compared = 0;
+    for step in 0..4000 {
+        clock += rng.below(30);
+        let command = if rng.below(5) == 0 {
+            "SWL.PEEK"
+        } else {
+            "SWL.CHECK"
+        };
+        let args = random_args(&mut rng, clock, command == "SWL.CHECK");
+        let Some((zset, compact)) = both(&mut con, command, &args) else {
+            continue;
+        };
+        let context = format!("step {step}: {command} {args:?}");
+        assert_eq!(zset, compact, "{context}");
+        assert_eq!(
+            entries(&mut con, "zset"),
+            entries(&mut con, "compact"),
+            "{context}"
+        );
+        let expiry: Vec<i64> = redis::cmd("PEXPIRETIME")
+            .arg("zset")
+            .query(&mut con)
+            .and_then(|a: i64| {
+                redis::cmd("PEXPIRETIME")
+                    .arg("compact")
+                    .query(&mut con)
+                    .map(|b: i64| vec![a, b])
+            })
+            .unwrap();
+        assert_eq!(expiry[0], expiry[1], "{context}: expiry");
+        for (key, kind) in [("zset", "zset"), ("compact", "string")] {
+            let found = log_type(&mut con, key);
+            assert!(
+                found == kind || found == "none",
+                "{context}: {key} is {found}"
+            );
+        }
+        seen[zset[0] as usize] += 1;
+        compared += 1;
+    }
+    assert!(compared > 3500, "compared {compared} steps");
+    assert!(seen[0] > 300 && seen[1] > 300, "denials, admits: {seen:?}");
+}
+
+#[test]
+fn the_setting_decides_new_logs_and_existing_ones_keep_theirs() {
+    let server = Server::with(Encoding::Compact.config());
+    let mut con = server.connect();
+    let setting: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("swl.encoding")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(setting, ["swl.encoding", "compact"]);
+    support::check(&mut con, "c", &["60000", "5", "*"]);
+    assert_eq!(log_type(&mut con, "c"), "string");
+    set_encoding(&mut con, Encoding::Zset);
+    support::check(&mut con, "z", &["60000", "5", "*"]);
+    support::check(&mut con, "c", &["60000", "5", "*"]);
+    assert_eq!(log_type(&mut con, "z"), "zset");
+    assert_eq!(
+        log_type(&mut con, "c"),
+        "string",
+        "an existing log keeps its encoding"
+    );
+    assert_eq!(support::scores(&mut con, "c").len(), 2);
+    let refused: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("swl.encoding")
+        .arg("list")
+        .query(&mut con);
+    assert!(refused.is_err());
+    let plain = Server::start();
+    let setting: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("swl.encoding")
+        .query(&mut plain.connect())
+        .unwrap();
+    assert_eq!(setting[1], "zset");
+}
+
+#[test]
+fn entries_lists_either_encoding_oldest_first() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for encoding in [Encoding::Zset, Encoding::Compact] {
+        set_encoding(&mut con, encoding);
+        let key = encoding.name();
+        for now in ["300", "100", "300", "200"] {
+            support::check(&mut con, key, &["1000", "10", now]);
+        }
+        assert_eq!(
+            entries(&mut con, key),
+            Ok([100, 200, 300, 300].map(Value::Int).to_vec()),
+            "{key}"
+        );
+    }
+    assert_eq!(entries(&mut con, "missing"), Ok(vec![]));
+    // Scores other tools wrote show as ZRANGE shows them.
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&["other", "4500.5", "a", "+inf", "b", "7", "c"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        entries(&mut con, "other"),
+        Ok(vec![
+            Value::Int(7),
+            Value::BulkString(b"4500.5".to_vec()),
+            Value::BulkString(b"inf".to_vec()),
+        ])
+    );
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("list")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        entries(&mut con, "list"),
+        Err("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    );
+    let arity: redis::RedisResult<Value> = redis::cmd("SWL.ENTRIES").query(&mut con);
+    assert_eq!(
+        error_text(&arity.unwrap_err()),
+        "ERR wrong number of arguments for 'swl.entries' command"
+    );
+}
