@@ -5,11 +5,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::error::SwlError;
-use crate::redis::key::{Access, OpenKey};
-use crate::redis::{open_log, reply, server_time_ms, LogKey};
+use crate::redis::key::Access;
+use crate::redis::{open_log, reply, server_time_ms, LogKey, StoredLog};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
-use crate::window::{self, expiry_after, LogWriter, Verdict};
+use crate::window::{self, expiry_after, Verdict};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
@@ -31,20 +31,17 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     respond(ctx, outcome)
 }
 
-fn check_log<L: LogWriter + AsRef<OpenKey>>(key: &mut L, request: &Request, clock: u64) -> Verdict {
+fn check_log(key: &mut impl StoredLog, request: &Request, clock: u64) -> Verdict {
     let now = moment(request, clock);
     let reply = window::check(key, &request.windows, now, request.cost, request.penalize);
     // The key lives at least until its newest entry leaves the window, on
     // the server's clock. Checks in the same millisecond on a busy key
     // compute the same expiry: setting and propagating it again would
     // change nothing.
-    let key = key.as_ref();
     let current = key.expire_at();
     let target = (clock as i64).saturating_add(reply.reset_after_ms);
     let at = expiry_after(reply.allowed, current, target);
-    if current != Some(at) {
-        key.set_expire_at(at);
-    }
+    key.finish((current != Some(at)).then_some(at));
     reply
 }
 

@@ -52,6 +52,16 @@ pub enum FormatError {
     Slots,
 }
 
+/// Where a parsed log's parts lie: enough to read the same, unchanged
+/// bytes again without parsing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    width: usize,
+    base: u64,
+    head: usize,
+    end: usize,
+}
+
 /// A validated compact log, read in place.
 #[derive(Debug, Clone, Copy)]
 pub struct Log<'a> {
@@ -113,6 +123,27 @@ impl<'a> Log<'a> {
             }
         }
         Ok(log)
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout {
+            width: self.width,
+            base: self.base,
+            head: self.head,
+            end: self.end,
+        }
+    }
+
+    /// The log in `bytes` as `layout` says, for bytes parsed before and not
+    /// changed since. Reads stay within `bytes` whatever the layout says.
+    pub fn with_layout(bytes: &'a [u8], layout: Layout) -> Self {
+        Log {
+            slots: bytes.get(HEADER_LEN..).unwrap_or_default(),
+            width: layout.width,
+            base: layout.base,
+            head: layout.head,
+            end: layout.end.max(layout.head),
+        }
     }
 
     fn capacity(&self) -> usize {

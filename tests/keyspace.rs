@@ -112,10 +112,10 @@ fn keyspace_events_in(encoding: Encoding) {
         "PEXPIRE ev 999999999",
         "SWL.CHECK ev 60000 1 * PENALIZE",
         "ZADD big",
-        "SWL.CHECK big 10 1000 100",
-        "SWL.CHECK big 1 1 100000",
+        "SWL.CHECK big 10000000 1000 10000090",
+        "SWL.CHECK big 10000000 1 30000000",
         "ZADD cap",
-        "SWL.CHECK cap 1000 5 100 PENALIZE",
+        "SWL.CHECK cap 10000000 5 100 PENALIZE",
         "SET end 1",
     ]
     .iter()
@@ -145,13 +145,13 @@ fn keyspace_events_in(encoding: Encoding) {
             ("zadd", "ev"),
             ("zremrangebyrank", "ev"),
         ],
+        // A new or small compact log goes whole, as one SET ... PXAT.
         Encoding::Compact => &[
-            // A new log is one SET; then slots and the head are SETRANGEs.
             ("set", "ev"),
             ("expire", "ev"),
             ("expire", "ev"),
-            ("setrange", "ev"),
-            ("setrange", "ev"),
+            ("set", "ev"),
+            ("expire", "ev"),
         ],
     };
     let expected: Vec<(String, String)> = ev
@@ -174,14 +174,38 @@ fn keyspace_events_in(encoding: Encoding) {
         ])
         .map(|(event, key)| (event.to_string(), key.to_string()))
         .collect();
-    assert_eq!(
-        events_until(&mut on_master, "end"),
-        expected,
-        "on the master"
-    );
-    assert_eq!(
-        events_until(&mut on_replica, "end"),
-        expected,
-        "on the replica"
-    );
+    // A log large enough to be changed in place (SETRANGE) when compact:
+    // grown one entry at a time, trimmed, capped and emptied.
+    // Windows are long, so that nothing expires during the test.
+    for t in 0..300u64 {
+        let now = (1000 + t).to_string();
+        support::check(&mut con, "large", &["10000000", "1000", &now]);
+    }
+    let steps: [&[&str]; 4] = [
+        &["10000000", "1000", "10001100", "COST", "2"],
+        &["10000000", "5", "10001100", "COST", "9"],
+        &["10000000", "5", "10001100", "PENALIZE"],
+        &["10000000", "5", "100000000"],
+    ];
+    for args in steps {
+        let _: Vec<i64> = redis::cmd("SWL.CHECK")
+            .arg("large")
+            .arg(args)
+            .query(&mut con)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("end2")
+        .arg("1")
+        .query(&mut con)
+        .unwrap();
+    wait_for_replicas(&mut con, 1);
+    let end = ("set".to_string(), "end".to_string());
+    let on_master = events_until(&mut on_master, "end2");
+    let on_replica = events_until(&mut on_replica, "end2");
+    let at_end = on_master.iter().position(|event| *event == end);
+    let (first, second) = on_master.split_at(at_end.expect("the end of the first part"));
+    assert_eq!(first, expected, "on the master");
+    assert!(second.len() > 300, "{}", second.len());
+    assert_eq!(on_replica, on_master, "on the replica");
 }

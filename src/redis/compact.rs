@@ -1,22 +1,46 @@
 //! The log as a compact string (the format is `crate::compact`), read and
-//! changed in place through RM_StringDMA. Each change is propagated as the
-//! plain string command it amounts to: SETRANGE for bytes changed in place,
-//! SET ... KEEPTTL for a value written anew, UNLINK for an emptied log. A
-//! replica or AOF without the module so ends up with the same bytes.
+//! changed in place through RM_StringDMA. What a call changed is propagated
+//! once, when it ends, as the plain string commands it amounts to: one
+//! `SET key value PXAT at` for a new, rewritten or small value; otherwise a
+//! SETRANGE per changed range and PEXPIREAT if the expiry moved; UNLINK for
+//! an emptied log. A replica or AOF without the module so ends up with the
+//! same bytes and expiry, mostly from one command per call (each propagated
+//! command costs a lookup by name, and two or more are wrapped in
+//! MULTI/EXEC).
 
+use std::cell::Cell;
+use std::ops::Range;
 use std::os::raw::c_int;
 use std::ptr;
 
 use redis_module::raw;
 
 use super::key::OpenKey;
-use crate::compact::{self, Change, FormatError, Log};
+use crate::compact::{self, Change, FormatError, Layout, Log};
 use crate::error::SwlError;
 use crate::window::{LogWriter, ScoreLog};
+
+/// Values up to this size are propagated whole, in one SET with the
+/// expiry, rather than as SETRANGE and PEXPIREAT.
+const SET_WHOLE_AT_MOST: usize = 512;
 
 /// A compact-log key (or no key), closed when dropped.
 pub struct CompactKey {
     key: OpenKey,
+    /// The value's layout as last parsed; None once it changes.
+    layout: Cell<Option<Layout>>,
+    /// What this call changed, propagated by `finish`.
+    pending: Pending,
+}
+
+#[derive(Default)]
+struct Pending {
+    existed: bool,
+    /// The whole value was written anew, or the key deleted.
+    rewritten: bool,
+    deleted: bool,
+    /// Bytes changed in place.
+    ranges: Vec<Range<usize>>,
 }
 
 impl AsRef<OpenKey> for CompactKey {
@@ -31,10 +55,16 @@ impl CompactKey {
     /// one too short to be a log is refused before it is read in place
     /// (which would convert an embedded or integer string).
     pub fn new(key: OpenKey) -> Result<Self, SwlError> {
-        let log = CompactKey { key };
-        if log.key.key_type() == raw::KeyType::String
-            && (log.key.value_length() < compact::MIN_LEN || Log::parse(log.bytes()).is_err())
-        {
+        let existed = key.key_type() == raw::KeyType::String;
+        let log = CompactKey {
+            key,
+            layout: Cell::new(None),
+            pending: Pending {
+                existed,
+                ..Pending::default()
+            },
+        };
+        if existed && (log.key.value_length() < compact::MIN_LEN || log.log().is_none()) {
             return Err(SwlError::WrongType);
         }
         Ok(log)
@@ -73,8 +103,15 @@ impl CompactKey {
         (!ptr.is_null()).then_some((ptr.cast(), len))
     }
 
+    /// The value as a log, parsed once per change.
     fn log(&self) -> Option<Log<'_>> {
-        Log::parse(self.bytes()).ok()
+        let bytes = self.bytes();
+        if let Some(layout) = self.layout.get() {
+            return Some(Log::with_layout(bytes, layout));
+        }
+        let log = Log::parse(bytes).ok()?;
+        self.layout.set(Some(log.layout()));
+        Some(log)
     }
 
     /// Every entry, oldest first, each slot checked: SWL.ENTRIES.
@@ -87,19 +124,88 @@ impl CompactKey {
             .map_err(|_| SwlError::WrongType)
     }
 
-    /// Makes a change reach the stored value, replicas and the AOF. The
-    /// value was validated on open and every change keeps it well formed,
-    /// so a format error here cannot happen; it would change nothing.
+    /// Makes a change to the stored value, to be propagated by `finish`.
+    /// The value was validated on open and every change keeps it well
+    /// formed, so a format error here cannot happen; it changes nothing.
     fn apply(&mut self, change: Result<Change, FormatError>) {
+        self.layout.set(None);
         match change {
             Ok(Change::Nothing) | Err(_) => {}
-            Ok(Change::InPlace(range)) => self.replicate_setrange(range),
-            Ok(Change::Replace(value)) => self.replace(&value),
-            Ok(Change::Emptied) => self.key.unlink(),
+            Ok(Change::InPlace(range)) => self.pending.ranges.push(range),
+            Ok(Change::Replace(value)) => {
+                self.store(&value);
+                self.pending.rewritten = true;
+                self.pending.ranges.clear();
+            }
+            Ok(Change::Emptied) => {
+                // SAFETY: a live handle opened for writing.
+                unsafe { raw::RedisModule_UnlinkKey.map(|f| f(self.key.ptr)) };
+                self.pending.deleted = true;
+                self.pending.ranges.clear();
+            }
         }
     }
 
-    fn replicate_setrange(&self, range: std::ops::Range<usize>) {
+    /// Stores `value` as the key's whole value, keeping its expiry.
+    fn store(&mut self, value: &[u8]) {
+        let expiry = match self.key.key_type() {
+            raw::KeyType::Empty => None,
+            _ => self.key.expire_at(),
+        };
+        // SAFETY: ctx is live; the string copies `value`, and is freed here
+        // once the key holds its own reference. StringSet drops the expiry,
+        // which is put back.
+        unsafe {
+            let string = raw::RedisModule_CreateString.map_or(ptr::null_mut(), |f| {
+                f(self.key.ctx, value.as_ptr().cast(), value.len())
+            });
+            if string.is_null() {
+                return;
+            }
+            if let Some(set) = raw::RedisModule_StringSet {
+                set(self.key.ptr, string);
+            }
+            if let Some(free) = raw::RedisModule_FreeString {
+                free(self.key.ctx, string);
+            }
+        }
+        if let Some(at) = expiry {
+            self.key.restore_expire_at(at);
+        }
+    }
+
+    /// Ends the call: sets the expiry (`expire_at`, where it changes) and
+    /// propagates everything the call changed, with the keyspace events of
+    /// the commands propagated.
+    pub fn finish(&mut self, expire_at: Option<i64>) {
+        let pending = std::mem::take(&mut self.pending);
+        if self.key.key_type() != raw::KeyType::String {
+            if pending.deleted && pending.existed {
+                self.key.unlinked();
+            }
+            return;
+        }
+        if let Some(at) = expire_at {
+            self.key.restore_expire_at(at);
+        }
+        let expiry = expire_at.or_else(|| self.key.expire_at());
+        let whole = pending.rewritten
+            || pending.deleted
+            || !pending.existed
+            || (!pending.ranges.is_empty() && self.bytes().len() <= SET_WHOLE_AT_MOST);
+        if whole {
+            self.replicate_set(expiry);
+            return;
+        }
+        for range in pending.ranges {
+            self.replicate_setrange(range);
+        }
+        if let Some(at) = expire_at {
+            self.key.expire_at_changed(at);
+        }
+    }
+
+    fn replicate_setrange(&self, range: Range<usize>) {
         let Some(bytes) = self.bytes().get(range.clone()) else {
             return;
         };
@@ -122,47 +228,35 @@ impl CompactKey {
             .changed(raw::REDISMODULE_NOTIFY_STRING as c_int, c"setrange");
     }
 
-    /// Stores `value` as the key's whole value, keeping its expiry, and
-    /// propagates SET ... KEEPTTL.
-    fn replace(&mut self, value: &[u8]) {
-        let expiry = self.key.expire_at();
-        // SAFETY: ctx is live; the string copies `value`, and is freed here
-        // once the key holds its own reference. StringSet drops the expiry,
-        // which is restored on this server; the propagated SET keeps it.
-        unsafe {
-            let string = raw::RedisModule_CreateString.map_or(ptr::null_mut(), |f| {
-                f(self.key.ctx, value.as_ptr().cast(), value.len())
-            });
-            if string.is_null() {
-                return;
-            }
-            if let Some(set) = raw::RedisModule_StringSet {
-                set(self.key.ptr, string);
-            }
-            if let Some(free) = raw::RedisModule_FreeString {
-                free(self.key.ctx, string);
-            }
-        }
-        if let Some(at) = expiry {
-            self.key.restore_expire_at(at);
-        }
-        // SAFETY: the format matches the arguments: key string, a buffer and
-        // its length, a C string.
+    /// The whole value, with the key's expiry (PXAT) or without one.
+    fn replicate_set(&self, expiry: Option<i64>) {
+        let value = self.bytes();
+        // SAFETY: the formats match the arguments: key string, a buffer and
+        // its length, then a C string and a long long.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
-                replicate(
-                    self.key.ctx,
-                    c"SET".as_ptr(),
-                    c"sbc".as_ptr(),
-                    self.key.name,
-                    value.as_ptr(),
-                    value.len() as libc::size_t,
-                    c"KEEPTTL".as_ptr(),
-                );
+                let (ctx, name) = (self.key.ctx, self.key.name);
+                let (bytes, len) = (value.as_ptr(), value.len() as libc::size_t);
+                match expiry {
+                    Some(at) => replicate(
+                        ctx,
+                        c"SET".as_ptr(),
+                        c"sbcl".as_ptr(),
+                        name,
+                        bytes,
+                        len,
+                        c"PXAT".as_ptr(),
+                        at as libc::c_longlong,
+                    ),
+                    None => replicate(ctx, c"SET".as_ptr(), c"sb".as_ptr(), name, bytes, len),
+                };
             }
         }
         self.key
             .changed(raw::REDISMODULE_NOTIFY_STRING as c_int, c"set");
+        if expiry.is_some() {
+            self.key.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+        }
     }
 }
 

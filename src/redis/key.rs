@@ -123,6 +123,11 @@ impl OpenKey {
             return;
         }
         self.restore_expire_at(at_ms);
+        self.expire_at_changed(at_ms);
+    }
+
+    /// Propagates an expiry already set here as PEXPIREAT.
+    pub fn expire_at_changed(&self, at_ms: i64) {
         // SAFETY: the format "sl" matches the key string and a long long.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
@@ -143,6 +148,11 @@ impl OpenKey {
     pub fn unlink(&self) {
         // SAFETY: a live handle opened for writing.
         unsafe { raw::RedisModule_UnlinkKey.map(|f| f(self.ptr)) };
+        self.unlinked();
+    }
+
+    /// Propagates the removal of a key already unlinked here.
+    pub fn unlinked(&self) {
         // SAFETY: the format "s" matches the one key string.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use redis_module::{enum_configuration, raw, Context, RedisString, Status};
 
 use crate::error::SwlError;
+use crate::window::LogWriter;
 use compact::CompactKey;
 use key::{Access, OpenKey};
 use zset::ZsetKey;
@@ -31,6 +32,38 @@ enum_configuration! {
 
 /// `swl.encoding`, set at load or with CONFIG SET.
 pub static ENCODING: Mutex<Encoding> = Mutex::new(Encoding::zset);
+
+/// What a command needs of an opened log beyond reading and changing it.
+pub trait StoredLog: LogWriter {
+    /// The key's absolute expiry in Unix milliseconds, if it has one.
+    fn expire_at(&self) -> Option<i64>;
+    /// Ends the call: sets the expiry where it changes (`expire_at`) and
+    /// makes sure replicas and the AOF get everything the call changed.
+    fn finish(&mut self, expire_at: Option<i64>);
+}
+
+impl StoredLog for ZsetKey {
+    fn expire_at(&self) -> Option<i64> {
+        self.as_ref().expire_at()
+    }
+
+    /// Each change was propagated as it was made; only the expiry is left.
+    fn finish(&mut self, expire_at: Option<i64>) {
+        if let Some(at) = expire_at {
+            self.as_ref().set_expire_at(at);
+        }
+    }
+}
+
+impl StoredLog for CompactKey {
+    fn expire_at(&self) -> Option<i64> {
+        self.as_ref().expire_at()
+    }
+
+    fn finish(&mut self, expire_at: Option<i64>) {
+        CompactKey::finish(self, expire_at);
+    }
+}
 
 /// A log key, opened once per call as the encoding it holds.
 pub enum LogKey {
