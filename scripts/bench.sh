@@ -111,12 +111,16 @@ memory_per_entry() {
     cli flushall >/dev/null
     awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK mem:swl 1000000000 1000000000 %.0f\r\n", b + i }' | pipe_commands
     awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD mem:lua %.0f %.0f\r\n", b + i, b + i }' | pipe_commands
-    local swl lua
+    cli config set swl.encoding compact >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK mem:cpt 1000000000 1000000000 %.0f\r\n", b + i }' | pipe_commands
+    cli config set swl.encoding zset >/dev/null
+    local swl lua cpt
     swl=$(cli memory usage mem:swl samples 0)
     lua=$(cli memory usage mem:lua samples 0)
-    printf '%-10s %14.1f %14.1f %10s %12s %12s\n' "$n" "$(awk -v m="$swl" -v n="$n" 'BEGIN { print m / n }')" \
-        "$(awk -v m="$lua" -v n="$n" 'BEGIN { print m / n }')" "$(ratio "$swl" "$lua")" \
-        "$(cli object encoding mem:swl)" "$(cli object encoding mem:lua)"
+    cpt=$(cli memory usage mem:cpt samples 0)
+    per() { awk -v m="$1" -v n="$n" 'BEGIN { printf "%.1f", m / n }'; }
+    printf '%-10s %12s %12s %12s %12s %13s\n' "$n" "$(per "$lua")" "$(per "$swl")" "$(per "$cpt")" \
+        "$(ratio "$lua" "$cpt")" "$(cli object encoding mem:swl)"
 }
 
 # p50 and p99 (microseconds) of one command since the last CONFIG RESETSTAT.
@@ -140,13 +144,21 @@ hot_key_latency() {
     cli config resetstat >/dev/null
     awk -v n="$n" -v b="$base" 'BEGIN { for (i = n; i < 2 * n; i++) printf "SWL.CHECK hot %d 1000000000 %.0f\r\n", n, b + i }' | pipe_commands
     awk -v n="$n" 'BEGIN { for (i = n; i < 2 * n; i++) printf "ZADD zhot %d %d\r\n", i, i }' | pipe_commands
-    local swl zadd
     read -r swl_p50 swl_p99 <<<"$(percentiles swl.check)"
     read -r zadd_p50 zadd_p99 <<<"$(percentiles zadd)"
-    printf '%-28s %10s %10s\n' "" "p50 (us)" "p99 (us)"
-    printf '%-28s %10s %10s\n' "SWL.CHECK, 100k in window" "$swl_p50" "$swl_p99"
-    printf '%-28s %10s %10s\n' "ZADD, 100k-200k entries" "$zadd_p50" "$zadd_p99"
-    printf 'p99 ratio SWL.CHECK/ZADD: %s (target <= 2)\n' "$(ratio "$swl_p99" "$zadd_p99")"
+    # The same on a compact log.
+    cli config set swl.encoding compact >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK hotc %d 1000000000 %.0f\r\n", n, b + i }' | pipe_commands
+    cli config resetstat >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = n; i < 2 * n; i++) printf "SWL.CHECK hotc %d 1000000000 %.0f\r\n", n, b + i }' | pipe_commands
+    cli config set swl.encoding zset >/dev/null
+    read -r cpt_p50 cpt_p99 <<<"$(percentiles swl.check)"
+    printf '%-34s %10s %10s\n' "" "p50 (us)" "p99 (us)"
+    printf '%-34s %10s %10s\n' "SWL.CHECK sorted set, 100k in window" "$swl_p50" "$swl_p99"
+    printf '%-34s %10s %10s\n' "SWL.CHECK compact, 100k in window" "$cpt_p50" "$cpt_p99"
+    printf '%-34s %10s %10s\n' "ZADD, 100k-200k entries" "$zadd_p50" "$zadd_p99"
+    printf 'p99 ratios: sorted set/ZADD %s (target <= 2), compact/ZADD %s (target <= 1)\n' \
+        "$(ratio "$swl_p99" "$zadd_p99")" "$(ratio "$cpt_p99" "$zadd_p99")"
 }
 
 # One call that must trim `n` entries that have left the window, with
@@ -217,6 +229,43 @@ worst_cases() {
     cli config resetstat >/dev/null
     for i in $(seq 1 5); do cli swl.check "cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
     printf '%-34s %10s\n' "SWL.CHECK, COST 100,000 admitted" "$(usec_per_call swl.check)"
+    # The same calls on a compact log of the same entries.
+    cli config set swl.encoding compact >/dev/null
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK wcc 100000000 100000000 %.0f\r\n", b + i }' | pipe_commands
+    worst_case "compact: SWL.PEEK, 1,000 windows" SWL.PEEK wcc 100000 "$max" "$now" "${same[@]}"
+    worst_case "compact: 1,000 denying windows" SWL.CHECK wcc 100000 "$max" "$now" "${spread[@]}"
+    cli config resetstat >/dev/null
+    for i in $(seq 1 5); do cli swl.check "cpt:cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
+    printf '%-34s %10s\n' "compact: COST 100,000 admitted" "$(usec_per_call swl.check)"
+    # Times going backwards: each entry goes before all 100,001, moving
+    # every slot and propagating the moved bytes (O(N) per call).
+    cli config resetstat >/dev/null
+    for i in $(seq 1 20); do cli swl.check wcc 100000000 100000000 "$((base - i))" >/dev/null; done
+    printf '%-34s %10s\n' "compact: entry older than all" "$(usec_per_call swl.check)"
+    cli config set swl.encoding zset >/dev/null
+}
+
+# The compact encoding against its targets, on the throughput workloads:
+# an admitted check at most ZADD + PEXPIREAT of server time, a denied one
+# at most ZADD, and at least 4x the usual script's throughput.
+compact_speed() {
+    local name=$1 keyspace=$2 limit=$3
+    cli flushall >/dev/null
+    cli config resetstat >/dev/null
+    local zadd lua swl
+    zadd=$(rps "$keyspace" ZADD "zadd:$name:__rand_int__" 1 m)
+    rps "$keyspace" PEXPIREAT "zadd:$name:__rand_int__" 9999999999999 >/dev/null
+    lua=$(rps "$keyspace" EVALSHA "$sha" 1 "lua:$name:__rand_int__" 60000 "$limit")
+    cli config set swl.encoding compact >/dev/null
+    swl=$(rps "$keyspace" SWL.CHECK "cpt:$name:__rand_int__" 60000 "$limit" '*')
+    cli config set swl.encoding zset >/dev/null
+    local zadd_us pexpireat_us swl_us both_us
+    zadd_us=$(usec_per_call zadd)
+    pexpireat_us=$(usec_per_call pexpireat)
+    swl_us=$(usec_per_call swl.check)
+    both_us=$(awk -v a="$zadd_us" -v b="$pexpireat_us" 'BEGIN { printf "%.2f", a + b }')
+    printf '%-10s %10.0f %10.0f %9s %10s %10s %10s %12s %12s\n' "$name" "$swl" "$lua" "$(ratio "$swl" "$lua")" \
+        "$swl_us" "$zadd_us" "$both_us" "$(ratio "$zadd_us" "$swl_us")" "$(ratio "$both_us" "$swl_us")"
 }
 
 start_server
@@ -235,8 +284,14 @@ echo "Server time per call (microseconds, INFO commandstats; the client shares t
 printf '%-10s %10s %10s %10s %10s %9s %9s %9s\n' workload ZADD Lua swl.lua SWL.CHECK Lua/SWL lib/SWL ZADD/SWL
 printf '%s\n' "${server_time[@]}"
 echo
-echo "Memory per tracked request (MEMORY USAGE / entries, bytes)"
-printf '%-10s %14s %14s %10s %12s %12s\n' entries SWL.CHECK script SWL/script "encoding" "script enc."
+echo "Compact encoding: throughput (requests/s) and server time per call (microseconds)"
+printf '%-10s %10s %10s %9s %10s %10s %10s %12s %12s\n' workload compact Lua cpt/Lua "cpt us" "ZADD us" "+PEXPIREAT" "ZADD/cpt" "ZADD+PX/cpt"
+compact_speed admitted 100000 1000
+compact_speed denied 10 10
+echo "(targets: cpt/Lua >= 4; admitted ZADD+PX/cpt >= 1; denied ZADD/cpt >= 1)"
+echo
+echo "Memory per tracked request (MEMORY USAGE / entries, bytes; targets for compact: <= 8 at 100, <= 5 at 1,000 and 10,000)"
+printf '%-10s %12s %12s %12s %12s %13s\n' entries script "sorted set" compact script/cpt "zset enc."
 for n in 100 128 1000 10000; do memory_per_entry "$n"; done
 echo
 echo "Hot key (server-side latency, INFO latencystats)"
