@@ -52,7 +52,7 @@ fn check(
     limit: i64,
     window_ms: i64,
 ) -> redis::RedisResult<Verdict> {
-    let [allowed, limit, remaining, retry_after_ms, reset_after_ms]: [i64; 5] =
+    let [allowed, limit, remaining, retry_after_ms, reset_after_ms, _window_ms]: [i64; 6] =
         redis::cmd("SWL.CHECK")
             .arg(format!("rl:{client}"))
             .arg(window_ms)

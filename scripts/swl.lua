@@ -171,7 +171,7 @@ local function verdict(key, windows, counts, now, cost, allowed, pending)
   local binding
   for i, w in ipairs(windows) do
     local count = counts[i]
-    local reply = { allowed and 1 or 0, w.limit, math.max(0, w.limit - count), -1, 0 }
+    local reply = { allowed and 1 or 0, w.limit, math.max(0, w.limit - count), -1, 0, w.ms }
     if allowed then
       if not binding or reply[3] < binding[3] then binding = reply end
     elseif count + cost > w.limit then
@@ -183,7 +183,7 @@ local function verdict(key, windows, counts, now, cost, allowed, pending)
     -- A denial that no window explains any more (a penalty cap shrank the
     -- log): the first window describes it, and the client may retry.
     local w = windows[1]
-    binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0 }
+    binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0, w.ms }
   end
   local wide = widest(windows)
   local newest = score_at(key, len - 1)

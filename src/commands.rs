@@ -15,7 +15,7 @@ use crate::window::{self, expiry_after, Verdict};
 ///
 /// Trims the log to the widest window, admits the request if every window
 /// has room for `cost` more units, records it as `cost` entries, and replies
-/// `[allowed, limit, remaining, retry_after_ms, reset_after_ms]`.
+/// `[allowed, limit, remaining, retry_after_ms, reset_after_ms, window_ms]`.
 pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Check, &args)?;
@@ -113,6 +113,7 @@ fn respond(ctx: &Context, outcome: Result<Verdict, SwlError>) -> RedisResult {
                     verdict.remaining as i64,
                     verdict.retry_after_ms,
                     verdict.reset_after_ms,
+                    verdict.window_ms as i64,
                 ],
             );
             Ok(RedisValue::NoReply)

@@ -42,7 +42,7 @@ pub trait ScoreLog {
     fn score_at(&self, rank: u64) -> Option<f64>;
 }
 
-/// The five integers every check replies with.
+/// The six integers every check replies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     pub allowed: bool,
@@ -52,6 +52,8 @@ pub struct Verdict {
     pub retry_after_ms: i64,
     /// 0 when the log is empty.
     pub reset_after_ms: i64,
+    /// The window `limit`, `remaining` and `retry_after_ms` describe.
+    pub window_ms: u64,
 }
 
 /// The window that trims the log and sets its expiry: the longest.
@@ -116,7 +118,8 @@ pub fn counts_after(counts: &[u64], recorded: u64, cap: Option<u64>) -> Vec<u64>
 /// `pending` says that `cost` entries at `now` count as recorded without
 /// being in the log (SWL.PEEK of a request that would be admitted).
 ///
-/// `limit`, `remaining` and `retry_after_ms` describe the binding window:
+/// `limit`, `remaining`, `retry_after_ms` and `window_ms` describe the
+/// binding window:
 /// when denied, the denying window that makes the client wait longest (one
 /// that waiting cannot satisfy counts as longest); when admitted, the window
 /// with the least left. Ties go to the window named first.
@@ -135,6 +138,7 @@ pub fn verdict(
         remaining: window.limit.saturating_sub(count),
         retry_after_ms,
         reset_after_ms: 0,
+        window_ms: window.window_ms,
     };
     let seen = windows.iter().copied().zip(counts.iter().copied());
     let binding = if allowed {
@@ -343,13 +347,14 @@ pub(crate) mod tests {
 
     const W: Window = w(1000, 3);
 
-    fn denial(limit: u64, remaining: u64, retry: i64, reset: i64) -> Verdict {
+    fn denial(window: Window, remaining: u64, retry: i64, reset: i64) -> Verdict {
         Verdict {
             allowed: false,
-            limit,
+            limit: window.limit,
             remaining,
             retry_after_ms: retry,
             reset_after_ms: reset,
+            window_ms: window.window_ms,
         }
     }
 
@@ -384,6 +389,7 @@ pub(crate) mod tests {
                 remaining: 0,
                 retry_after_ms: -1,
                 reset_after_ms: 1000,
+                window_ms: 1000,
             }
         );
         assert!(!check(&mut log, &[W], 300, 1, false).allowed);
@@ -397,7 +403,7 @@ pub(crate) mod tests {
         let mut log = VecLog::of(&[100, 200, 300]);
         assert_eq!(
             check(&mut log, &[W], 300, 2, false),
-            denial(3, 0, 900, 1000)
+            denial(W, 0, 900, 1000)
         );
         assert_eq!(check(&mut log, &[W], 300, 1, false).retry_after_ms, 800);
         assert_eq!(log, VecLog::of(&[100, 200, 300]));
@@ -408,7 +414,7 @@ pub(crate) mod tests {
         let mut log = VecLog::default();
         assert_eq!(
             check(&mut log, &[w(1000, 0)], 10, 1, false),
-            denial(0, 0, -1, 0)
+            denial(w(1000, 0), 0, -1, 0)
         );
         assert_eq!(check(&mut log, &[W], 10, 4, false).retry_after_ms, -1);
     }
@@ -417,7 +423,7 @@ pub(crate) mod tests {
     fn entries_from_the_future_stay_in_the_window() {
         let mut log = VecLog::of(&[9000]);
         let v = check(&mut log, &[w(1000, 1)], 5000, 1, false);
-        assert_eq!(v, denial(1, 0, 5000, 5000));
+        assert_eq!(v, denial(w(1000, 1), 0, 5000, 5000));
         assert_eq!(log, VecLog::of(&[9000]));
     }
 
@@ -425,7 +431,7 @@ pub(crate) mod tests {
     fn fractional_scores_round_up_and_infinite_ones_never_leave() {
         let mut log = VecLog(vec![4500.5, f64::INFINITY]);
         let v = check(&mut log, &[w(1000, 2)], 5000, 1, false);
-        assert_eq!(v, denial(2, 0, 501, NEVER_MS));
+        assert_eq!(v, denial(w(1000, 2), 0, 501, NEVER_MS));
         let mut log = VecLog(vec![f64::INFINITY]);
         assert_eq!(
             check(&mut log, &[w(1000, 1)], 5000, 1, false).retry_after_ms,
@@ -449,7 +455,7 @@ pub(crate) mod tests {
         assert_eq!((v.remaining, v.reset_after_ms), (0, 9_007_199_254_741_991));
         assert_eq!(log, VecLog::of(&[0, MAX_MS]));
         let v = check(&mut log, &[top], 0, 1, false);
-        assert_eq!(v, denial(2, 0, 1000, 9_007_199_254_741_991));
+        assert_eq!(v, denial(top, 0, 1000, 9_007_199_254_741_991));
         let wide = w(MAX_MS, MAX_MS);
         let v = check(&mut VecLog::of(&[MAX_MS]), &[wide], 0, 1, false);
         assert_eq!(v.limit, MAX_MS);
@@ -507,10 +513,10 @@ pub(crate) mod tests {
         // Entries at 0 and 95: burst denies (wait 5), hourly denies (wait 900).
         let log = VecLog::of(&[0, 95]);
         let v = peek(&log, &[burst, hourly], 100, 1);
-        assert_eq!((v.limit, v.retry_after_ms), (2, 900));
+        assert_eq!((v.limit, v.retry_after_ms, v.window_ms), (2, 900, 1000));
         // A window the cost can never fit outranks every wait.
         let v = peek(&log, &[hourly, burst], 100, 2);
-        assert_eq!((v.limit, v.retry_after_ms), (1, -1));
+        assert_eq!((v.limit, v.retry_after_ms, v.window_ms), (1, -1, 10));
     }
 
     #[test]
@@ -525,7 +531,7 @@ pub(crate) mod tests {
     fn a_penalty_above_every_limit_records_nothing() {
         let mut log = VecLog::default();
         let v = check(&mut log, &[w(1000, 0)], 5, 100_000, true);
-        assert_eq!(v, denial(0, 0, -1, 0));
+        assert_eq!(v, denial(w(1000, 0), 0, -1, 0));
         assert_eq!(log, VecLog::default());
         assert_eq!(penalty_entries(100_000, 0, 0), 0);
         assert_eq!(penalty_entries(100_000, 7, 0), 7);
@@ -604,6 +610,7 @@ pub(crate) mod tests {
                 remaining: w.limit.saturating_sub(count),
                 retry_after_ms: retry,
                 reset_after_ms: 0,
+                window_ms: w.window_ms,
             };
             let better = match best {
                 None => allowed || !fits,
@@ -622,6 +629,7 @@ pub(crate) mod tests {
                 .saturating_sub(in_window(&after, &windows[0]).len() as u64),
             retry_after_ms: 1,
             reset_after_ms: 0,
+            window_ms: windows[0].window_ms,
         });
         v.reset_after_ms = in_window(&after, &wide)
             .last()

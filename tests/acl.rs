@@ -39,7 +39,7 @@ fn key_patterns_limit_which_logs_a_user_may_check() {
         let mut limiter = connect_as(&server, "limiter");
         assert_eq!(
             try_check(&mut limiter, "rl:alice"),
-            Ok(vec![1, 5, 4, -1, 60000])
+            Ok(vec![1, 5, 4, -1, 60000, 60000])
         );
         assert_eq!(
             try_check(&mut limiter, "session:alice"),

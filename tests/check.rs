@@ -378,7 +378,7 @@ fn binary_keys_work_nul_included() {
             .arg(&["1000", "2", "100"])
             .query(&mut con)
             .unwrap();
-        assert_eq!(reply, [1, 2, 1, -1, 1000]);
+        assert_eq!(reply, [1, 2, 1, -1, 1000, 1000]);
         assert_eq!(contents(&mut con, key).times(), [100.0]);
         assert_eq!(contents(&mut con, b"rl:"), Contents::Missing);
     });

@@ -288,7 +288,8 @@ fn mutated_compact_logs_never_crash_the_server_or_read_past_the_value() {
             .query(&mut con);
         match reply {
             Ok(reply) => {
-                assert_eq!(reply.len(), 5);
+                assert_eq!(reply.len(), 6);
+                assert_eq!(reply[5], 1000, "{reply:?}");
                 assert!([0, 1].contains(&reply[0]) && reply[1] == 5, "{reply:?}");
                 assert!((0..=5).contains(&reply[2]), "{reply:?}");
                 outcomes[0] += 1;

@@ -314,7 +314,7 @@ fn the_library_takes_the_server_clock_for_star() {
     let before = server_ms(&mut con);
     assert_eq!(
         call(&mut con, false, false, "now", &args),
-        Ok(vec![1, 5, 3, -1, 60000])
+        Ok(vec![1, 5, 3, -1, 60000, 60000])
     );
     let after = server_ms(&mut con);
     let log = scores(&mut con, "now");
@@ -353,7 +353,7 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
         let started = server_ms(&mut con) as i64;
         assert_eq!(
             call(&mut con, is_module, false, "inf1", &args),
-            Ok(vec![1, 5, 3, -1, NEVER_MS]),
+            Ok(vec![1, 5, 3, -1, NEVER_MS, 1000]),
             "module: {is_module}"
         );
         let ended = server_ms(&mut con) as i64;
@@ -368,4 +368,39 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
             "module: {is_module}: {started} <= {expiry} <= {ended}"
         );
     }
+}
+
+#[test]
+fn the_library_names_the_window_its_reply_describes() {
+    let library = Server::with(Config::without_module());
+    load_library(&library);
+    let mut con = library.connect();
+    let args = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
+    let one = args(&["60000", "2", "1000"]);
+    assert_eq!(
+        call(&mut con, false, true, "w", &one),
+        Ok(vec![1, 2, 1, -1, 60000, 60000])
+    );
+    assert_eq!(
+        call(&mut con, false, false, "w", &one),
+        Ok(vec![1, 2, 1, -1, 60000, 60000])
+    );
+    let several = args(&["60000", "10", "1100", "WINDOW", "1000", "2"]);
+    assert_eq!(
+        call(&mut con, false, true, "w", &several),
+        Ok(vec![1, 2, 0, -1, 60000, 1000])
+    );
+    assert_eq!(
+        call(&mut con, false, false, "w", &several),
+        Ok(vec![1, 2, 0, -1, 60000, 1000])
+    );
+    assert_eq!(
+        call(&mut con, false, false, "w", &several),
+        Ok(vec![0, 2, 0, 900, 60000, 1000])
+    );
+    let long = args(&["60000", "2", "1200", "WINDOW", "1000", "2"]);
+    assert_eq!(
+        call(&mut con, false, true, "w", &long),
+        Ok(vec![0, 2, 0, 59800, 59900, 60000])
+    );
 }

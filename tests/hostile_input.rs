@@ -1,5 +1,5 @@
 //! Random argument lists thrown at both commands: the server never dies,
-//! every reply is five well-formed integers or an error, and an error
+//! every reply is six well-formed integers or an error, and an error
 //! leaves the key exactly as it was.
 
 mod support;
@@ -110,9 +110,10 @@ fn assert_well_formed(reply: &Value, call: &[Vec<u8>]) {
             other => panic!("not an integer: {other:?} for {call:?}"),
         })
         .collect();
-    let [allowed, limit, remaining, retry, reset] = numbers[..] else {
-        panic!("not five integers: {numbers:?} for {call:?}");
+    let [allowed, limit, remaining, retry, reset, window] = numbers[..] else {
+        panic!("not six integers: {numbers:?} for {call:?}");
     };
+    assert!((1..=(1 << 53) - 1).contains(&window), "{numbers:?}");
     assert!(allowed == 0 || allowed == 1, "{numbers:?}");
     assert!((0..=limit).contains(&remaining), "{numbers:?}");
     if allowed == 1 {

@@ -148,7 +148,9 @@ fn run(con: &mut Connection, command: &str, key: &str, call: &Call) -> [i64; 5] 
         .arg(arguments(call))
         .query(con)
         .unwrap();
-    reply.try_into().unwrap()
+    let args = arguments(call);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    support::first_five(&reply, &args)
 }
 
 #[test]

@@ -15,7 +15,8 @@ fn peek(con: &mut Connection, key: &str, args: &[String]) -> [i64; 5] {
         .arg(args)
         .query(con)
         .unwrap_or_else(|e| panic!("SWL.PEEK {key} {args:?}: {e}"));
-    reply.try_into().expect("five integers")
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    support::first_five(&reply, &args)
 }
 
 /// Entries (members and scores) and absolute expiry.

@@ -59,12 +59,11 @@ fn peeks(con: &mut Connection) -> Vec<Vec<i64>> {
 fn checks(con: &mut Connection) -> Vec<Vec<i64>> {
     (0..23)
         .map(|k| {
-            check(
-                con,
-                &format!("rl:{k}"),
-                &["3600000", "6", "1001000", "WINDOW", "7200000", "9"],
-            )
-            .to_vec()
+            redis::cmd("SWL.CHECK")
+                .arg(format!("rl:{k}"))
+                .arg(&["3600000", "6", "1001000", "WINDOW", "7200000", "9"])
+                .query(con)
+                .unwrap()
         })
         .collect()
 }

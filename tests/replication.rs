@@ -254,7 +254,7 @@ fn checks_inside_transactions_and_scripts_replicate_exactly() {
             .arg("lua")
             .query(&mut con)
             .unwrap();
-        assert_eq!(from_script, [1, 3, 1, -1, 60000]);
+        assert_eq!(from_script, [1, 3, 1, -1, 60000, 60000]);
         wait_for_replicas(&mut con, 1);
         let expected = state(&mut con);
         assert_eq!(

@@ -260,20 +260,66 @@ fn counts_and_waits_are_exact_on_large_logs_with_large_limits() {
             "15000", "15010",
         ];
         // Admitted: the least left is 5000's window (4 left, 3 after this one).
-        assert_eq!(reply(&mut con, &windows), [1, 5004, 3, -1, 100000]);
+        assert_eq!(reply(&mut con, &windows), [1, 5004, 3, -1, 100000, 5000]);
         // A cost of 11 fits none of the last two. 5000's window needs its
         // (5004 - 11 + 1) = 4994th newest entry, at 15007, gone: at 20007.
         // 15,000's needs its 15000th newest, at 5001, gone: at 20001. The
         // longer wait binds.
         let mut denied = windows.to_vec();
         denied.extend(["COST", "11"]);
-        assert_eq!(reply(&mut con, &denied), [0, 5004, 4, 7, 100000]);
+        assert_eq!(reply(&mut con, &denied), [0, 5004, 4, 7, 100000, 5000]);
         let mut alone = vec!["100000", "30000", now, "WINDOW", "15000", "15010"];
         alone.extend(["COST", "11"]);
-        assert_eq!(reply(&mut con, &alone), [0, 15010, 10, 1, 100000]);
+        assert_eq!(reply(&mut con, &alone), [0, 15010, 10, 1, 100000, 15000]);
         // And the check itself agrees, then records.
         let checked = check(&mut con, "big", &windows);
         assert_eq!(checked, [1, 5004, 3, -1, 100000]);
         assert_eq!(scores(&mut con, "big").len(), 20_001);
+    });
+}
+
+#[test]
+fn the_reply_names_the_window_it_describes() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        let mut con = server.connect();
+        let reply = |con: &mut redis::Connection, command: &str, args: &[&str]| -> Vec<i64> {
+            redis::cmd(command)
+                .arg("named")
+                .arg(args)
+                .query(con)
+                .unwrap()
+        };
+        // One window: it is the one named.
+        let one = ["60000", "2", "1000"];
+        assert_eq!(
+            reply(&mut con, "SWL.PEEK", &one),
+            [1, 2, 1, -1, 60000, 60000]
+        );
+        assert_eq!(
+            reply(&mut con, "SWL.CHECK", &one),
+            [1, 2, 1, -1, 60000, 60000]
+        );
+        // Several: the binding one. Admitted, the least left is the burst
+        // window; denied by it alone, it names it with its wait.
+        let several = ["60000", "10", "1100", "WINDOW", "1000", "2"];
+        assert_eq!(
+            reply(&mut con, "SWL.PEEK", &several),
+            [1, 2, 0, -1, 60000, 1000]
+        );
+        assert_eq!(
+            reply(&mut con, "SWL.CHECK", &several),
+            [1, 2, 0, -1, 60000, 1000]
+        );
+        assert_eq!(
+            reply(&mut con, "SWL.CHECK", &several),
+            [0, 2, 0, 900, 60000, 1000]
+        );
+        // Denied by both: the long window waits longest and binds.
+        let long = ["60000", "2", "1200", "WINDOW", "1000", "2"];
+        assert_eq!(
+            reply(&mut con, "SWL.PEEK", &long),
+            [0, 2, 0, 59800, 59900, 60000]
+        );
     });
 }

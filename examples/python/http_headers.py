@@ -68,7 +68,7 @@ def main():
     for _ in range(requests):
         try:
             reply = r.execute_command("SWL.CHECK", "rl:" + client, window_ms, limit, "*")
-            print(response((reply[0] == 1,) + tuple(reply[1:]), window_ms))
+            print(response((reply[0] == 1,) + tuple(reply[1:5]), window_ms))
         except redis.exceptions.ConnectionError:
             # Redis is unreachable: keep serving, or refuse.
             if mode == "open":

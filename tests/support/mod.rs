@@ -294,16 +294,43 @@ fn free_port() -> u16 {
         .expect("find a free loopback port")
 }
 
-/// `SWL.CHECK key args...`, expected to succeed with five integers.
+/// `SWL.CHECK key args...`, expected to succeed: the first five integers
+/// of the reply. The sixth, the window the reply describes, is checked
+/// here: the only window, or one of the windows, of the request.
 pub fn check(con: &mut Connection, key: &str, args: &[&str]) -> [i64; 5] {
     let reply: Vec<i64> = redis::cmd("SWL.CHECK")
         .arg(key)
         .arg(args)
         .query(con)
         .unwrap_or_else(|e| panic!("SWL.CHECK {key} {args:?} failed: {e}"));
-    reply
-        .try_into()
-        .unwrap_or_else(|r| panic!("expected five integers, got {r:?}"))
+    first_five(&reply, args)
+}
+
+/// The windows (window_ms) a request names: the first, then each WINDOW.
+pub fn windows_of(args: &[&str]) -> Vec<i64> {
+    let mut windows = vec![args[0].parse().unwrap()];
+    for (i, arg) in args.iter().enumerate() {
+        if arg.eq_ignore_ascii_case("WINDOW") {
+            windows.push(args[i + 1].parse().unwrap());
+        }
+    }
+    windows
+}
+
+/// A reply's first five integers, after checking that it has six and the
+/// sixth names a window of the request (the window itself if only one).
+pub fn first_five(reply: &[i64], args: &[&str]) -> [i64; 5] {
+    assert_eq!(reply.len(), 6, "six integers: {reply:?}");
+    let windows = windows_of(args);
+    if windows.len() == 1 {
+        assert_eq!(reply[5], windows[0], "the window of {args:?}");
+    } else {
+        assert!(
+            windows.contains(&reply[5]),
+            "{reply:?}: a window of {args:?}"
+        );
+    }
+    reply[..5].try_into().unwrap()
 }
 
 /// `SWL.CHECK key args...`: five integers, or the error's exact text.
