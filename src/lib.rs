@@ -30,6 +30,7 @@ redis_module! {
     data_types: [],
     init: init,
     commands: [
+        // ACL categories are set in `init`, where the server has the API.
         ["swl.check", commands::check, "write deny-oom", 1, 1, 1, ""],
         ["swl.peek", commands::peek, "readonly", 1, 1, 1, ""],
         ["swl.entries", commands::entries, "readonly", 1, 1, 1, ""],

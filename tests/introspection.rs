@@ -3,7 +3,7 @@
 mod support;
 
 use redis::{Connection, Value};
-use support::{check, Server};
+use support::{check, Config, Server};
 
 fn info_fields(con: &mut Connection) -> Vec<(String, i64)> {
     let info: String = redis::cmd("INFO").arg("swl").query(con).unwrap();
@@ -206,4 +206,85 @@ fn key_specs_say_check_writes_and_peek_reads() {
             "{command}"
         );
     }
+}
+
+#[test]
+fn loading_refuses_unknown_arguments_and_takes_the_encoding_as_a_config() {
+    let server = Server::with(Config::without_module().arg("enable-module-command", "yes"));
+    let mut con = server.connect();
+    let module = support::module_path().to_string_lossy().into_owned();
+    let refused: redis::RedisResult<()> = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(&module)
+        .arg("bogus")
+        .query(&mut con);
+    assert!(refused.is_err());
+    assert!(
+        server.log().contains(
+            "unknown module argument 'bogus': the module takes no arguments; set swl.encoding"
+        ),
+        "{}",
+        server.log()
+    );
+    let loaded: String = redis::cmd("MODULE")
+        .arg("LOADEX")
+        .arg(&module)
+        .arg(&["CONFIG", "swl.encoding", "compact"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(loaded, "OK");
+    let setting: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("swl.encoding")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(setting, ["swl.encoding", "compact"]);
+}
+
+/// Redis 7.2 and later put module commands in ACL categories; 7.0 cannot,
+/// and there the commands are granted by name.
+#[test]
+fn acl_categories_where_the_server_has_them_and_names_everywhere() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let version: Vec<u32> = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .map(|v| v.trim().split('.').filter_map(|n| n.parse().ok()).collect())
+        .unwrap();
+    let has_categories = version >= vec![7, 2];
+    let in_category = |con: &mut Connection, category: &str, command: &str| -> bool {
+        let commands: Vec<String> = redis::cmd("ACL")
+            .arg("CAT")
+            .arg(category)
+            .query(con)
+            .unwrap();
+        commands.iter().any(|c| c == command)
+    };
+    assert_eq!(in_category(&mut con, "write", "swl.check"), has_categories);
+    assert_eq!(in_category(&mut con, "read", "swl.peek"), has_categories);
+    assert_eq!(in_category(&mut con, "read", "swl.entries"), has_categories);
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "named",
+            "on",
+            "nopass",
+            "~*",
+            "+swl.check",
+            "+swl.peek",
+        ])
+        .query(&mut con)
+        .unwrap();
+    let mut named = server.connect();
+    let _: () = redis::cmd("AUTH")
+        .arg(&["named", "x"])
+        .query(&mut named)
+        .unwrap();
+    let reply: Vec<i64> = redis::cmd("SWL.CHECK")
+        .arg(&["k", "1000", "1", "5"])
+        .query(&mut named)
+        .unwrap();
+    assert_eq!(reply, [1, 1, 0, -1, 1000, 1000]);
 }

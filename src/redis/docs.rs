@@ -49,7 +49,7 @@ pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
         };
         if let Err(why) = set_info(ctx, name, text, key_flags, penalize) {
             ctx.log_warning(&format!(
-                "swl: no COMMAND DOCS for {}: {why}",
+                "no COMMAND DOCS for {}: {why}",
                 name.to_string_lossy()
             ));
         }

@@ -97,8 +97,19 @@ pub fn server_time_ms() -> u64 {
     u64::try_from(now).unwrap_or(0)
 }
 
-/// Runs at load: module options, then COMMAND DOCS.
+/// Runs at load: refuses arguments, sets module options, then COMMAND DOCS.
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // Settings are module configs (swl.encoding), not arguments: an
+    // argument is a mistake to report, not to ignore.
+    if let Some(first) = args.first() {
+        ctx.log_warning(&format!(
+            "unknown module argument '{}': the module takes no arguments; \
+             set swl.encoding with --swl.encoding, in redis.conf, with \
+             MODULE LOADEX ... CONFIG swl.encoding, or with CONFIG SET",
+            first.to_string_lossy()
+        ));
+        return Status::Err;
+    }
     // A key is signalled to WATCH and client-side caching when a call
     // changed it (zset.rs does so), not whenever one is opened for writing:
     // a denial that changes nothing must not abort a WATCHed transaction.
@@ -108,5 +119,42 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
         // SAFETY: as above.
         unsafe { set_options(ctx.ctx, option) };
     }
+    set_acl_categories(ctx);
     docs::register_command_docs(ctx, args)
+}
+
+/// Puts SWL.CHECK in the `write` ACL category and the read-only commands in
+/// `read`, so `+@write` and `+@read` grant them, where the server has
+/// RedisModule_SetCommandACLCategories (7.2 and later). Redis 7.0 lacks it:
+/// there the commands are granted by name, and the module still loads.
+fn set_acl_categories(ctx: &Context) {
+    // SAFETY: the API table is filled in at load, before this runs.
+    let api = unsafe {
+        (
+            raw::RedisModule_GetCommand,
+            raw::RedisModule_SetCommandACLCategories,
+        )
+    };
+    let (Some(get_command), Some(set_categories)) = api else {
+        return;
+    };
+    for (name, categories) in [
+        (c"swl.check", c"write"),
+        (c"swl.peek", c"read"),
+        (c"swl.entries", c"read"),
+    ] {
+        // SAFETY: the load context is live; both are NUL-terminated.
+        let failed = unsafe {
+            let command = get_command(ctx.ctx, name.as_ptr());
+            command.is_null()
+                || set_categories(command, categories.as_ptr()) != raw::REDISMODULE_OK as c_int
+        };
+        if failed {
+            ctx.log_warning(&format!(
+                "could not put {} in the ACL category {}",
+                name.to_string_lossy(),
+                categories.to_string_lossy()
+            ));
+        }
+    }
 }
