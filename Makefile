@@ -1,5 +1,6 @@
 # make run   build the module and start redis-server with it (PORT=6379)
-# make test  unit tests and integration tests against real redis-server
+# make test  unit tests, integration tests against real redis-server, and the
+#            FastAPI, Express and axum middleware over real HTTP
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
 # make lint  rustfmt and clippy, as CI checks them
 # run, test and bench install what is missing first (scripts/setup.sh).
@@ -27,6 +28,10 @@ test: build lint
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
 
+# The axum middleware is a project of its own, with its own target directory.
+AXUM := --manifest-path examples/axum/Cargo.toml
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets --quiet -- -D warnings
+	$(CARGO) fmt --check $(AXUM)
+	CARGO_TARGET_DIR=$(abspath target/middleware/axum) $(CARGO) clippy $(AXUM) --all-targets --quiet -- -D warnings

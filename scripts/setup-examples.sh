@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
-# Installs what the client examples need, for whichever runtimes this
-# machine has: redis-py in a virtual environment under target/, and
-# node-redis under examples/node. Prints what it could not set up.
-# Usage: scripts/setup-examples.sh python|node
+# Installs what one middleware example needs, if this machine has its
+# language runtime: FastAPI, uvicorn and redis-py in a virtual environment
+# under target/, Express and node-redis with npm ci, the axum example built
+# with cargo into its own target directory. Exit 3: the runtime itself is
+# missing (the caller skips, saying so); other failures exit 1.
+# Usage: scripts/setup-examples.sh python|node|rust
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 python)
-    command -v python3 >/dev/null || { echo "setup-examples: no python3" >&2; exit 1; }
-    env=target/example-env
-    if ! "$env/bin/python" -c 'import redis' 2>/dev/null; then
+    command -v python3 >/dev/null || { echo "setup-examples: no python3" >&2; exit 3; }
+    env=target/middleware/python
+    if ! "$env/bin/python" -c 'import fastapi, uvicorn, redis' 2>/dev/null; then
         rm -rf "$env"
         if ! python3 -m venv "$env" 2>/dev/null; then
             # Debian ships the venv module apart from python3.
             if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-                rm -rf "$env"
                 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 ||
                     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
             fi
             rm -rf "$env"
             python3 -m venv "$env" || { echo "setup-examples: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
         fi
-        "$env/bin/pip" install -q -r examples/python/requirements.txt || exit 1
+        "$env/bin/pip" install -q -r examples/fastapi/requirements.txt || exit 1
     fi
     ;;
 node)
-    command -v node >/dev/null && command -v npm >/dev/null || { echo "setup-examples: no node/npm" >&2; exit 1; }
-    if [ ! -d examples/node/node_modules/redis ]; then
-        (cd examples/node && npm ci --no-audit --no-fund --silent) || exit 1
+    { command -v node >/dev/null && command -v npm >/dev/null; } || { echo "setup-examples: no node/npm" >&2; exit 3; }
+    if [ ! -d examples/express/node_modules/express ] || [ ! -d examples/express/node_modules/redis ]; then
+        (cd examples/express && npm ci --no-audit --no-fund --silent) || exit 1
     fi
     ;;
+rust)
+    command -v cargo >/dev/null || { echo "setup-examples: no cargo" >&2; exit 3; }
+    (cd examples/axum && CARGO_TARGET_DIR="$PWD/../../target/middleware/axum" cargo build --release --quiet) || exit 1
+    ;;
 *)
-    echo "usage: scripts/setup-examples.sh python|node" >&2
+    echo "usage: scripts/setup-examples.sh python|node|rust" >&2
     exit 2
     ;;
 esac

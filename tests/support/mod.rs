@@ -210,6 +210,18 @@ impl Server {
         );
     }
 
+    /// Stops the server, runs `during`, and starts it again on the same
+    /// port and directory.
+    pub fn stop_for_a_while(&mut self, during: impl FnOnce()) {
+        self.stop();
+        during();
+        assert!(
+            self.spawn(),
+            "redis-server did not restart; log:\n{}",
+            self.log()
+        );
+    }
+
     /// Whether the process is still running.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))

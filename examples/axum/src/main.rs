@@ -1,0 +1,65 @@
+//! A tiny service behind the rate-limit layer. Settings from the
+//! environment: REDIS_URL, PORT, WINDOWS ("60000:100,1000:10"), COST,
+//! POLICY (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use swl_axum::{rate_limit, Config, FailurePolicy, RateLimiter};
+
+fn setting(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+fn number(name: &str, default: u64) -> u64 {
+    setting(name, &default.to_string())
+        .parse()
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    let windows = setting("WINDOWS", "60000:100")
+        .split(',')
+        .filter_map(|pair| {
+            let (window, limit) = pair.split_once(':')?;
+            Some((window.parse().ok()?, limit.parse().ok()?))
+        })
+        .collect::<Vec<(u64, u64)>>();
+    assert!(!windows.is_empty(), "WINDOWS: window_ms:limit[,...]");
+    let policy = match setting("POLICY", "open").as_str() {
+        "closed" => FailurePolicy::Closed,
+        "local" => FailurePolicy::Local {
+            max_clients: number("LOCAL_MAX_CLIENTS", 10_000) as usize,
+        },
+        _ => FailurePolicy::Open,
+    };
+    let limiter = RateLimiter::new(Config {
+        redis_url: setting("REDIS_URL", "redis://127.0.0.1:6379/"),
+        windows,
+        cost: number("COST", 1),
+        policy,
+        timeout: Duration::from_millis(number("TIMEOUT_MS", 50)),
+        key_prefix: "rl:".to_string(),
+    })
+    .expect("a valid REDIS_URL");
+    let failures = limiter.clone();
+    let app = Router::new()
+        .route("/", get(|| async { "hello\n" }))
+        .route(
+            "/failures",
+            get(move || async move { format!("{}\n", failures.failures()) }),
+        )
+        .layer(axum::middleware::from_fn_with_state(limiter, rate_limit));
+    let address = SocketAddr::from(([127, 0, 0, 1], number("PORT", 3000) as u16));
+    let listener = tokio::net::TcpListener::bind(address).await.expect("bind");
+    println!("listening on {}", listener.local_addr().expect("address"));
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+    .expect("serve");
+}
