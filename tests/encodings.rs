@@ -148,12 +148,7 @@ fn both_encodings_give_the_same_replies_entries_and_expiry() {
 fn the_setting_decides_new_logs_and_existing_ones_keep_theirs() {
     let server = Server::with(Encoding::Compact.config());
     let mut con = server.connect();
-    let setting: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("swl.encoding")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(setting, ["swl.encoding", "compact"]);
+    assert_eq!(support::encoding_setting(&mut con), "compact");
     support::check(&mut con, "c", &["60000", "5", "*"]);
     assert_eq!(log_type(&mut con, "c"), "string");
     set_encoding(&mut con, Encoding::Zset);
@@ -173,12 +168,7 @@ fn the_setting_decides_new_logs_and_existing_ones_keep_theirs() {
         .query(&mut con);
     assert!(refused.is_err());
     let plain = Server::start();
-    let setting: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("swl.encoding")
-        .query(&mut plain.connect())
-        .unwrap();
-    assert_eq!(setting[1], "zset");
+    assert_eq!(support::encoding_setting(&mut plain.connect()), "zset");
 }
 
 #[test]

@@ -233,12 +233,7 @@ fn loading_refuses_unknown_arguments_and_takes_the_encoding_as_a_config() {
         .query(&mut con)
         .unwrap();
     assert_eq!(loaded, "OK");
-    let setting: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("swl.encoding")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(setting, ["swl.encoding", "compact"]);
+    assert_eq!(support::encoding_setting(&mut con), "compact");
 }
 
 /// Redis 7.2 and later put module commands in ACL categories; 7.0 cannot,

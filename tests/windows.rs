@@ -2,7 +2,7 @@
 
 mod support;
 
-use support::{check, expire_time, for_each_encoding, pttl, scores, Config, Server};
+use support::{check, expire_time, for_each_encoding, pttl, scores, Config, Encoding, Server};
 
 const BURST_AND_LONG: [&str; 3] = ["WINDOW", "60000", "5"];
 
@@ -229,11 +229,13 @@ fn a_penalty_writes_only_what_the_cap_keeps() {
     assert_eq!(aof_size(&mut con) - before, penalized);
 }
 
-/// `count` entries, one a millisecond from `first`, written as one pipeline.
+/// `count` entries, one a millisecond from `first`, recorded by checks
+/// (so the log is in the server's encoding), sent as one pipeline.
 fn fill(con: &mut redis::Connection, key: &str, first: u64, count: u64) {
     let mut pipe = redis::pipe();
     for t in first..first + count {
-        pipe.cmd("ZADD").arg(key).arg(t).arg(t).ignore();
+        let args = ["100000000", "100000000", &t.to_string()].map(str::to_owned);
+        pipe.cmd("SWL.CHECK").arg(key).arg(&args).ignore();
     }
     let _: () = pipe.query(con).unwrap();
 }
@@ -245,6 +247,15 @@ fn counts_and_waits_are_exact_on_large_logs_with_large_limits() {
         let mut con = server.connect();
         // 20,000 entries at 1..=20000; now = 20000.
         fill(&mut con, "big", 1, 20_000);
+        let kind: String = redis::cmd("TYPE").arg("big").query(&mut con).unwrap();
+        assert_eq!(
+            kind,
+            if encoding == Encoding::Zset {
+                "zset"
+            } else {
+                "string"
+            }
+        );
         let now = "20000";
         // Each window holds its width in entries: 10 (walked), 5,000 and
         // 15,000 (counted by rank); the widest holds all 20,000.

@@ -100,6 +100,16 @@ impl Encoding {
     }
 }
 
+/// The server's `swl.encoding` setting.
+pub fn encoding_setting(con: &mut Connection) -> String {
+    let setting: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("swl.encoding")
+        .query(con)
+        .expect("CONFIG GET swl.encoding");
+    setting.into_iter().nth(1).unwrap_or_default()
+}
+
 /// Runs a test body once per encoding, saying which one a failure is in.
 pub fn for_each_encoding(body: impl Fn(Encoding)) {
     for encoding in ENCODINGS {
