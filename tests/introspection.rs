@@ -236,8 +236,9 @@ fn loading_refuses_unknown_arguments_and_takes_the_encoding_as_a_config() {
     assert_eq!(support::encoding_setting(&mut con), "compact");
 }
 
-/// Redis 7.2 and later put module commands in ACL categories; 7.0 cannot,
-/// and there the commands are granted by name.
+/// Redis 7.2 and later put module commands in ACL categories, 7.4 and
+/// later in one of the module's own; 7.0 cannot, and there the commands
+/// are granted by name.
 #[test]
 fn acl_categories_where_the_server_has_them_and_names_everywhere() {
     let server = Server::start();
@@ -260,6 +261,16 @@ fn acl_categories_where_the_server_has_them_and_names_everywhere() {
     assert_eq!(in_category(&mut con, "write", "swl.check"), has_categories);
     assert_eq!(in_category(&mut con, "read", "swl.peek"), has_categories);
     assert_eq!(in_category(&mut con, "read", "swl.entries"), has_categories);
+    // A category of the module's own, where the server can add one (7.4+).
+    let own: redis::RedisResult<Vec<String>> =
+        redis::cmd("ACL").arg("CAT").arg("swl").query(&mut con);
+    if version >= vec![7, 4] {
+        let mut own = own.unwrap();
+        own.sort();
+        assert_eq!(own, ["swl.check", "swl.entries", "swl.peek"]);
+    } else {
+        assert!(own.is_err(), "no @swl category before 7.4: {own:?}");
+    }
     let _: () = redis::cmd("ACL")
         .arg(&[
             "SETUSER",

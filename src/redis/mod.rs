@@ -125,8 +125,10 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 /// Puts SWL.CHECK in the `write` ACL category and the read-only commands in
 /// `read`, so `+@write` and `+@read` grant them, where the server has
-/// RedisModule_SetCommandACLCategories (7.2 and later). Redis 7.0 lacks it:
-/// there the commands are granted by name, and the module still loads.
+/// RedisModule_SetCommandACLCategories (7.2 and later); and all three in a
+/// category of their own, `swl` (`+@swl`), where it can add one (7.4 and
+/// later). Redis 7.0 has neither: there the commands are granted by name,
+/// and the module still loads.
 fn set_acl_categories(ctx: &Context) {
     // SAFETY: the API table is filled in at load, before this runs.
     let api = unsafe {
@@ -138,10 +140,20 @@ fn set_acl_categories(ctx: &Context) {
     let (Some(get_command), Some(set_categories)) = api else {
         return;
     };
+    // SAFETY: called during load, as the API requires; the name is a
+    // NUL-terminated literal.
+    let own = unsafe { raw::RedisModule_AddACLCategory }.is_some_and(
+        |add| unsafe { add(ctx.ctx, c"swl".as_ptr()) } == raw::REDISMODULE_OK as c_int,
+    );
+    let (write, read) = if own {
+        (c"write swl", c"read swl")
+    } else {
+        (c"write", c"read")
+    };
     for (name, categories) in [
-        (c"swl.check", c"write"),
-        (c"swl.peek", c"read"),
-        (c"swl.entries", c"read"),
+        (c"swl.check", write),
+        (c"swl.peek", read),
+        (c"swl.entries", read),
     ] {
         // SAFETY: the load context is live; both are NUL-terminated.
         let failed = unsafe {
