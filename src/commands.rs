@@ -85,7 +85,10 @@ pub fn entries(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             reply::times(ctx, &times);
             Ok(RedisValue::NoReply)
         }
-        Err(error) => Err(error_reply(error)),
+        Err(error) => {
+            stats::count_error();
+            Err(error_reply(error))
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::window::MAX_MS;
+use crate::window::{MAX_COST, MAX_MS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwlError {
@@ -25,11 +25,7 @@ impl fmt::Display for SwlError {
             SwlError::WindowMs => write!(f, "ERR window_ms must be an integer from 1 to {MAX_MS}"),
             SwlError::Limit => write!(f, "ERR limit must be an integer from 0 to {MAX_MS}"),
             SwlError::NowMs => write!(f, "ERR now_ms must be an integer from 0 to {MAX_MS}, or *"),
-            SwlError::Cost => write!(
-                f,
-                "ERR cost must be an integer from 1 to {}",
-                crate::request::MAX_COST
-            ),
+            SwlError::Cost => write!(f, "ERR cost must be an integer from 1 to {MAX_COST}"),
             SwlError::Syntax => write!(f, "ERR syntax error"),
             SwlError::WrongType => write!(
                 f,

@@ -4,11 +4,7 @@
 use std::ops::Deref;
 
 use crate::error::SwlError;
-use crate::window::{Window, MAX_MS};
-
-/// Each unit of cost is one entry in the log, written in one call. The cap
-/// keeps a single call from blocking the server or exhausting its memory.
-pub const MAX_COST: u64 = 100_000;
+use crate::window::{Window, MAX_COST, MAX_MS};
 
 /// The moment a request happens at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

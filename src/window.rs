@@ -10,6 +10,10 @@
 /// The largest integer a sorted-set score (an IEEE double) holds exactly.
 pub const MAX_MS: u64 = (1 << 53) - 1;
 
+/// Each unit of cost is one entry in the log, written in one call. The cap
+/// keeps a single call from blocking the server or exhausting its memory.
+pub const MAX_COST: u64 = 100_000;
+
 /// The wait reported for an entry that never leaves its window (a score of
 /// `+inf` written by another tool): above every wait an entry the module
 /// writes can give (at most 2 * MAX_MS), and exact as a double, so the
