@@ -291,12 +291,7 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
     let slot = |index: usize| HEADER_LEN + index * width;
     value.copy_within(slot(at)..slot(end), slot(at + count));
     for index in at..at + count {
-        let bytes = &mut value[slot(index)..slot(index + 1)];
-        if width == 8 {
-            bytes.copy_from_slice(&stored.to_le_bytes());
-        } else {
-            bytes.copy_from_slice(&(stored as u32).to_le_bytes());
-        }
+        write_slot(&mut value[slot(index)..slot(index + 1)], stored);
     }
     Ok(Change::InPlace(slot(at)..slot(end + count)))
 }
@@ -316,13 +311,8 @@ pub fn encode(times: &[u64], spare: usize) -> Vec<u8> {
     value[WIDTH_AT] = width as u8;
     value[BASE_AT].copy_from_slice(&base.to_le_bytes());
     for (index, &time) in times.iter().enumerate() {
-        let stored = time - base + 1;
         let at = HEADER_LEN + index * width;
-        if width == 8 {
-            value[at..at + 8].copy_from_slice(&stored.to_le_bytes());
-        } else {
-            value[at..at + 4].copy_from_slice(&(stored as u32).to_le_bytes());
-        }
+        write_slot(&mut value[at..at + width], time - base + 1);
     }
     value
 }
@@ -368,6 +358,12 @@ fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
         }
     }
     low
+}
+
+/// Stores `stored` in a slot of 4 or 8 bytes (the slot's length), which the
+/// callers have checked it fits: the low bytes of its little-endian form.
+fn write_slot(slot: &mut [u8], stored: u64) {
+    slot.copy_from_slice(&stored.to_le_bytes()[..slot.len()]);
 }
 
 fn read_u32(bytes: &[u8]) -> u32 {

@@ -16,6 +16,7 @@ use std::ptr;
 use redis_module::raw;
 
 use super::key::OpenKey;
+use super::StoredLog;
 use crate::compact::{self, Change, FormatError, Layout, Log};
 use crate::error::SwlError;
 use crate::window::{LogWriter, ScoreLog};
@@ -35,9 +36,11 @@ pub struct CompactKey {
 
 #[derive(Default)]
 struct Pending {
+    /// The key held a log when the call began.
     existed: bool,
-    /// The whole value was written anew, or the key deleted.
+    /// The whole value was written anew (which a new key always is).
     rewritten: bool,
+    /// The log emptied and its key was removed (it may be created again).
     deleted: bool,
     /// Bytes changed in place.
     ranges: Vec<Range<usize>>,
@@ -174,37 +177,6 @@ impl CompactKey {
         }
     }
 
-    /// Ends the call: sets the expiry (`expire_at`, where it changes) and
-    /// propagates everything the call changed, with the keyspace events of
-    /// the commands propagated.
-    pub fn finish(&mut self, expire_at: Option<i64>) {
-        let pending = std::mem::take(&mut self.pending);
-        if self.key.key_type() != raw::KeyType::String {
-            if pending.deleted && pending.existed {
-                self.key.unlinked();
-            }
-            return;
-        }
-        if let Some(at) = expire_at {
-            self.key.restore_expire_at(at);
-        }
-        let expiry = expire_at.or_else(|| self.key.expire_at());
-        let whole = pending.rewritten
-            || pending.deleted
-            || !pending.existed
-            || (!pending.ranges.is_empty() && self.bytes().len() <= SET_WHOLE_AT_MOST);
-        if whole {
-            self.replicate_set(expiry);
-            return;
-        }
-        for range in pending.ranges {
-            self.replicate_setrange(range);
-        }
-        if let Some(at) = expire_at {
-            self.key.expire_at_changed(at);
-        }
-    }
-
     fn replicate_setrange(&self, range: Range<usize>) {
         let Some(bytes) = self.bytes().get(range.clone()) else {
             return;
@@ -256,6 +228,38 @@ impl CompactKey {
             .changed(raw::REDISMODULE_NOTIFY_STRING as c_int, c"set");
         if expiry.is_some() {
             self.key.changed(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+        }
+    }
+}
+
+impl StoredLog for CompactKey {
+    /// Ends the call: sets the expiry (`expire_at`, where it changes) and
+    /// propagates everything the call changed, with the keyspace events of
+    /// the commands propagated.
+    fn finish(&mut self, expire_at: Option<i64>) {
+        let pending = std::mem::take(&mut self.pending);
+        if self.key.key_type() != raw::KeyType::String {
+            if pending.deleted && pending.existed {
+                self.key.unlinked();
+            }
+            return;
+        }
+        if let Some(at) = expire_at {
+            self.key.restore_expire_at(at);
+        }
+        let expiry = expire_at.or_else(|| self.key.expire_at());
+        // A key created or recreated by this call was rewritten.
+        let whole = pending.rewritten
+            || (!pending.ranges.is_empty() && self.bytes().len() <= SET_WHOLE_AT_MOST);
+        if whole {
+            self.replicate_set(expiry);
+            return;
+        }
+        for range in pending.ranges {
+            self.replicate_setrange(range);
+        }
+        if let Some(at) = expire_at {
+            self.key.expire_at_changed(at);
         }
     }
 }

@@ -34,35 +34,14 @@ enum_configuration! {
 pub static ENCODING: Mutex<Encoding> = Mutex::new(Encoding::zset);
 
 /// What a command needs of an opened log beyond reading and changing it.
-pub trait StoredLog: LogWriter {
+pub trait StoredLog: LogWriter + AsRef<OpenKey> {
     /// The key's absolute expiry in Unix milliseconds, if it has one.
-    fn expire_at(&self) -> Option<i64>;
+    fn expire_at(&self) -> Option<i64> {
+        self.as_ref().expire_at()
+    }
     /// Ends the call: sets the expiry where it changes (`expire_at`) and
     /// makes sure replicas and the AOF get everything the call changed.
     fn finish(&mut self, expire_at: Option<i64>);
-}
-
-impl StoredLog for ZsetKey {
-    fn expire_at(&self) -> Option<i64> {
-        self.as_ref().expire_at()
-    }
-
-    /// Each change was propagated as it was made; only the expiry is left.
-    fn finish(&mut self, expire_at: Option<i64>) {
-        if let Some(at) = expire_at {
-            self.as_ref().set_expire_at(at);
-        }
-    }
-}
-
-impl StoredLog for CompactKey {
-    fn expire_at(&self) -> Option<i64> {
-        self.as_ref().expire_at()
-    }
-
-    fn finish(&mut self, expire_at: Option<i64>) {
-        CompactKey::finish(self, expire_at);
-    }
 }
 
 /// A log key, opened once per call as the encoding it holds.
@@ -111,7 +90,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // A key is signalled to WATCH and client-side caching when a call
-    // changed it (zset.rs does so), not whenever one is opened for writing:
+    // changed it (key.rs does so), not whenever one is opened for writing:
     // a denial that changes nothing must not abort a WATCHed transaction.
     // SAFETY: the load context is live; the option is a plain flag.
     if let Some(set_options) = unsafe { raw::RedisModule_SetModuleOptions } {

@@ -15,6 +15,7 @@ use redis_module::raw;
 use super::key::OpenKey;
 
 use super::server_time_ms;
+use super::StoredLog;
 use crate::window::{LogWriter, ScoreLog};
 
 /// RedisModule_Call, which takes its arguments as C varargs.
@@ -91,8 +92,8 @@ impl ZsetKey {
         scores
     }
 
-    /// Removing entries one at a time above this many would cost more
-    /// than one command through RM_Call: the command makes the change
+    /// Runs one command that changes the set through RM_Call, for removals
+    /// too large to make one entry at a time: the command makes the change
     /// under the handle, so the handle is closed around it. Without the
     /// "!" flag the call is not propagated (callers propagate the effect),
     /// but the command signals and emits its own keyspace events.
@@ -447,6 +448,15 @@ impl LogWriter for ZsetKey {
             });
         }
         self.replicate_ranks(last_rank);
+    }
+}
+
+impl StoredLog for ZsetKey {
+    /// Each change was propagated as it was made; only the expiry is left.
+    fn finish(&mut self, expire_at: Option<i64>) {
+        if let Some(at) = expire_at {
+            self.key.set_expire_at(at);
+        }
     }
 }
 
