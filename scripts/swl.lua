@@ -1,21 +1,32 @@
 #!lua name=swl
 --[[
 redis-swl without the module: a Redis Functions library (Redis 7+) with the
-same arguments, replies, errors and key contents as SWL.CHECK and SWL.PEEK,
-for servers that cannot load modules.
+same arguments, replies, errors and key contents as SWL.CHECK, SWL.PEEK and
+SWL.ENTRIES, for servers that cannot load modules. It reads and writes both
+encodings of a log, sorted sets and compact logs, as the module does.
 
   redis-cli FUNCTION LOAD REPLACE "$(cat scripts/swl.lua)"
-  FCALL swl_check 1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
-  FCALL swl_peek  1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+  FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
+  FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+  FCALL swl_entries 1 key
 
-Only the members of the entries differ from the module's (both are random
-14-digit numbers). It is slower: see "Choosing" in the README.
+A compact log is left with the same bytes as the module leaves; in a sorted
+set only the members of the entries differ from the module's (both are
+random 14-digit numbers). It is slower: see "Choosing" in the README.
 ]]
+
+-- How a new log is stored, as the module's swl.encoding: 'zset' (a sorted
+-- set) or 'compact' (a compact log string). Existing keys keep theirs.
+-- Change it by loading the library with this line edited (README).
+local ENCODING = 'zset'
 
 local MAX_MS = 9007199254740991
 local MAX_COST = 100000
 -- The wait for an entry that never leaves its window (2^54, exact as a double).
 local NEVER_MS = 18014398509481984
+local TWO_32 = 4294967296
+-- The high half of 2^53, the first value past MAX_MS + 1.
+local HIGH_OF_2_53 = 2097152
 
 local ERR_WINDOW = 'ERR window_ms must be an integer from 1 to 9007199254740991'
 local ERR_LIMIT = 'ERR limit must be an integer from 0 to 9007199254740991'
@@ -23,6 +34,11 @@ local ERR_NOW = 'ERR now_ms must be an integer from 0 to 9007199254740991, or *'
 local ERR_COST = 'ERR cost must be an integer from 1 to 100000'
 local ERR_SYNTAX = 'ERR syntax error'
 local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local ERR_ONE_KEY = 'ERR the function takes exactly one key'
+
+if ENCODING ~= 'zset' and ENCODING ~= 'compact' then
+  error("ENCODING must be 'zset' or 'compact'")
+end
 
 -- A plain decimal integer within min..max: digits only, no sign, spaces or
 -- leading zeros. Longer than 16 digits is out of range anyway.
@@ -85,6 +101,386 @@ end
 -- Exact for every integer a score holds.
 local function num(x) return string.format('%.0f', x) end
 
+-- The first index in 0..len-1 where is_before turns false (len if none),
+-- assuming it holds on a prefix.
+local function partition_point(len, is_before)
+  local low, high = 0, len
+  while low < high do
+    local mid = low + math.floor((high - low) / 2)
+    if is_before(mid) then low = mid + 1 else high = mid end
+  end
+  return low
+end
+
+--[[ The log as a sorted set: one member per entry, scored by its time. ]]
+
+-- Random-looking 14-digit members from the clock, unique within the key:
+-- ZADD NX moves on to the next number on a clash.
+local function add_members(key, at, count, clock)
+  local member = 10000000000000 + ((clock[1] % 90000) * 1000000 + clock[2]) * 1000
+  for _ = 1, count do
+    while redis.call('ZADD', key, 'NX', num(at), num(member)) == 0 do
+      member = member + 1
+    end
+    member = member + 1
+  end
+end
+
+-- ZCOUNT and ZRANGE by rank are O(log N).
+local function zset_log(key, clock)
+  local log = {}
+  function log.len() return redis.call('ZCARD', key) end
+  function log.count_above(floor)
+    return redis.call('ZCOUNT', key, '(' .. num(floor), '+inf')
+  end
+  function log.score_at(rank)
+    if rank < 0 then return nil end
+    local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+    return entry[2] and tonumber(entry[2])
+  end
+  function log.trim_through(floor)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+  end
+  function log.record(at, count) add_members(key, at, count, clock) end
+  function log.cap_to(max_entries)
+    local excess = redis.call('ZCARD', key) - max_entries
+    if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
+  end
+  -- Every entry as SWL.ENTRIES replies it: integers where whole, as ZRANGE
+  -- shows a score otherwise (fractional, infinite).
+  function log.entries()
+    local times = {}
+    local scores = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    for i = 2, #scores, 2 do
+      local score = tonumber(scores[i])
+      local whole = score == math.floor(score) and math.abs(score) < 9.2e18
+      times[#times + 1] = whole and score or scores[i]
+    end
+    return times
+  end
+  return log
+end
+
+--[[ The compact log: a string of fixed-width slots, byte for byte as the
+module's src/compact.rs reads and writes it (its header comment has the
+layout). Every change leaves the bytes the module would leave, so a key can
+pass between the module and this library at any time.
+
+Only the slots a call needs are read: the header, then binary searches
+over GETRANGE reads, each slot read once per change. A value of at most
+READ_WHOLE_AT_MOST bytes is read whole, in one GET. Writes are SETRANGE of
+the bytes that change, SET KEEPTTL of a value written anew, UNLINK of an
+emptied log. ]]
+
+local HEADER_LEN = 24
+local MIN_SLOTS = 8
+local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
+local HEAD_AT = 16
+local READ_WHOLE_AT_MOST = 1024
+-- Slots decoded or encoded per call of struct.unpack or struct.pack.
+local CHUNK = 128
+
+-- A slot of 8 bytes as a number: exact up to 2^53, math.huge above (past
+-- every time a slot may hold).
+local function wide_slot(low, high)
+  if high > HIGH_OF_2_53 or (high == HIGH_OF_2_53 and low > 0) then return math.huge end
+  return high * TWO_32 + low
+end
+
+local function pack_slot(stored, width)
+  if width == 4 then return struct.pack('<I4', stored) end
+  local low = stored % TWO_32
+  return struct.pack('<I4I4', low, (stored - low) / TWO_32)
+end
+
+-- The `count` slots at the start of `bytes` as numbers.
+local function decode_slots(bytes, width, count)
+  local slots, at, done = {}, 1, 0
+  local halves = width / 4
+  while done < count do
+    local n = math.min(CHUNK, count - done)
+    local parts = { struct.unpack('<' .. string.rep('I4', n * halves), bytes, at) }
+    at = parts[n * halves + 1]
+    for i = 1, n do
+      slots[done + i] = halves == 1 and parts[i] or wide_slot(parts[2 * i - 1], parts[2 * i])
+    end
+    done = done + n
+  end
+  return slots
+end
+
+-- times[first..last], each stored as time - base + 1.
+local function encode_slots(times, first, last, base, width, out)
+  local at = first
+  while at <= last do
+    local n = math.min(CHUNK, last - at + 1)
+    local values = {}
+    for i = 0, n - 1 do
+      local stored = times[at + i] - base + 1
+      if width == 4 then
+        values[#values + 1] = stored
+      else
+        local low = stored % TWO_32
+        values[#values + 1] = low
+        values[#values + 1] = (stored - low) / TWO_32
+      end
+    end
+    out[#out + 1] = struct.pack('<' .. string.rep('I4', #values), unpack(values))
+    at = at + n
+  end
+end
+
+-- jemalloc's size class for n bytes: multiples of 16 up to 128, then four
+-- evenly spaced classes per power of two.
+local function size_class(n)
+  if n <= 128 then return math.ceil(n / 16) * 16 end
+  local power = 1
+  while power < n do power = power * 2 end
+  local spacing = power / 8
+  return math.ceil(n / spacing) * spacing
+end
+
+-- The string header (3, 5 or 9 bytes by length) and its NUL.
+local function string_overhead(len)
+  if len <= 255 then return 4 elseif len <= 65535 then return 6 end
+  return 10
+end
+
+-- The number of slots, at least `wanted`, whose value fills the memory
+-- Redis allocates for it anyway (as the module sizes it).
+local function slots_filling_allocation(wanted, width)
+  wanted = math.max(wanted, MIN_SLOTS)
+  local len = HEADER_LEN + wanted * width
+  local block = size_class(len + string_overhead(len))
+  local usable = block - string_overhead(block)
+  return math.max(math.floor((usable - HEADER_LEN) / width), wanted)
+end
+
+-- A new value holding `times` (ascending) with, if `insert` is given,
+-- insert.count entries at insert.time placed after the insert.after
+-- first of them: based at the oldest, in the narrowest width that holds
+-- them, with free slots for an eighth more (at least `spare`).
+local function encode(times, spare, insert)
+  local added = insert and insert.count or 0
+  local after = insert and insert.after or #times
+  local n = #times + added
+  local oldest = (insert and after == 0) and insert.time or times[1]
+  local newest = (insert and after == #times) and insert.time or times[#times]
+  local base = oldest or 0
+  local span = newest and (newest - base + 1) or 0
+  local width = span <= TWO_32 - 1 and 4 or 8
+  local slots = slots_filling_allocation(n + math.max(math.floor(n / 8), spare, 4), width)
+  local low = base % TWO_32
+  local out = { 'SWLc\1', string.char(width), '\0\0',
+    struct.pack('<I4I4', low, (base - low) / TWO_32), string.rep('\0', 8) }
+  encode_slots(times, 1, after, base, width, out)
+  if added > 0 then
+    out[#out + 1] = string.rep(pack_slot(insert.time - base + 1, width), added)
+  end
+  encode_slots(times, after + 1, #times, base, width, out)
+  out[#out + 1] = string.rep('\0', (slots - n) * width)
+  return table.concat(out)
+end
+
+-- The compact log in `key`, which holds one (`exists`) or nothing.
+local function compact_log(key, exists)
+  local log = {}
+  -- What has been read since the value last changed.
+  local whole, slots, layout, parsed
+
+  local function forget()
+    whole, slots, layout, parsed = nil, {}, nil, false
+  end
+  forget()
+
+  -- `len` bytes from offset `at` (0-based).
+  local function read(at, len)
+    if whole then return string.sub(whole, at + 1, at + len) end
+    return redis.call('GETRANGE', key, at, at + len - 1)
+  end
+
+  -- The slot at `index` as stored; 0 past the end.
+  local function raw(index)
+    if index >= layout.capacity then return 0 end
+    local value = slots[index]
+    if not value then
+      local bytes = read(HEADER_LEN + index * layout.width, layout.width)
+      if layout.width == 4 then
+        value = struct.unpack('<I4', bytes)
+      else
+        value = wide_slot(struct.unpack('<I4I4', bytes))
+      end
+      slots[index] = value
+    end
+    return value
+  end
+
+  -- The time of the slot at `index`, if it holds one.
+  local function time(index)
+    local value = raw(index)
+    if value == 0 or value - 1 > MAX_MS - layout.base then return nil end
+    return layout.base + value - 1
+  end
+
+  -- Checks the header and the live range in O(log N), as the module does
+  -- on every call; nil for bytes that are not a compact log.
+  local function parse()
+    local len = redis.call('STRLEN', key)
+    if len < MIN_LEN then return nil end
+    if len <= READ_WHOLE_AT_MOST then whole = redis.call('GET', key) end
+    local header = read(0, HEADER_LEN)
+    local width = string.byte(header, 6)
+    if string.sub(header, 1, 5) ~= 'SWLc\1' or (width ~= 4 and width ~= 8)
+        or string.sub(header, 7, 8) ~= '\0\0' or string.sub(header, 21, 24) ~= '\0\0\0\0'
+        or (len - HEADER_LEN) % width ~= 0 then
+      return nil
+    end
+    local base_low, base_high, head = struct.unpack('<I4I4I4', header, 9)
+    if base_high >= HIGH_OF_2_53 then return nil end
+    layout = { width = width, base = base_high * TWO_32 + base_low, head = head,
+      capacity = (len - HEADER_LEN) / width }
+    if head > layout.capacity then return nil end
+    layout.stop = head + partition_point(layout.capacity - head,
+      function(i) return raw(head + i) ~= 0 end)
+    if layout.stop > head then
+      local oldest, newest = time(head), time(layout.stop - 1)
+      if not oldest or not newest or oldest > newest then return nil end
+    end
+    return layout
+  end
+
+  -- The value as a log, parsed once per change; nil for none.
+  local function current()
+    if not parsed then
+      parsed = true
+      layout = exists and parse() or nil
+    end
+    return layout
+  end
+
+  local function live() return layout.stop - layout.head end
+
+  -- Live entries at or before `t`: a binary search.
+  local function count_through(t)
+    local limit = t + 1 - layout.base
+    if limit < 0 then return 0 end
+    return partition_point(live(), function(rank) return raw(layout.head + rank) <= limit end)
+  end
+
+  local function count_above(floor)
+    if floor < 0 then return live() end
+    return live() - count_through(floor)
+  end
+
+  -- The entries from slot `head` to the end of the live ones, each slot
+  -- checked, and the free slots after them checked to be free; nil if
+  -- any is not.
+  local function entries_from(head)
+    local width, stop = layout.width, layout.stop
+    local bytes = read(HEADER_LEN + head * width, (layout.capacity - head) * width)
+    local stored = decode_slots(bytes, width, stop - head)
+    local times, base = {}, layout.base
+    for i, value in ipairs(stored) do
+      if value == 0 or value - 1 > MAX_MS - base then return nil end
+      local t = base + value - 1
+      if i > 1 and times[i - 1] > t then return nil end
+      times[i] = t
+    end
+    local free = string.sub(bytes, (stop - head) * width + 1)
+    if free ~= string.rep('\0', #free) then return nil end
+    return times
+  end
+
+  -- The whole value written anew, keeping the key's expiry.
+  local function store(value)
+    redis.call('SET', key, value, 'KEEPTTL')
+    exists = true
+    forget()
+  end
+
+  -- Moves the head to the slot `pick` names: an emptied log goes, a dead
+  -- prefix of more than half the value is reclaimed by writing the live
+  -- entries anew, otherwise only the head changes.
+  local function move_head(pick)
+    if not current() then return end
+    local head = pick()
+    if head == layout.head then return end
+    if head == layout.stop then
+      redis.call('UNLINK', key)
+      exists = false
+    elseif head * 2 > layout.capacity then
+      local times = entries_from(head)
+      if times then store(encode(times, 0)) end
+    else
+      redis.call('SETRANGE', key, HEAD_AT, struct.pack('<I4', head))
+    end
+    forget()
+  end
+
+  function log.len() return current() and live() or 0 end
+
+  function log.count_above(floor)
+    return current() and count_above(floor) or 0
+  end
+
+  function log.score_at(rank)
+    if not current() or rank < 0 or rank >= live() then return nil end
+    return time(layout.head + rank) or MAX_MS
+  end
+
+  function log.trim_through(floor)
+    move_head(function() return layout.stop - count_above(floor) end)
+  end
+
+  function log.cap_to(max_entries)
+    move_head(function() return layout.stop - math.min(live(), max_entries) end)
+  end
+
+  -- An entry no older than the newest goes into free slots; an older one
+  -- to its sorted place, moving the newer slots up. Without room, before
+  -- the base or past the slot width, the value is written anew with room
+  -- for an eighth more.
+  function log.record(at, count)
+    if not exists then
+      store(encode({}, 0, { time = at, count = count, after = 0 }))
+      return
+    end
+    if not current() then return end
+    local width = layout.width
+    local stored = at + 1 - layout.base
+    local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
+    if not fits or layout.capacity - layout.stop < count then
+      local times = entries_from(layout.head)
+      if times then
+        local after = partition_point(#times, function(i) return times[i + 1] <= at end)
+        store(encode(times, count, { time = at, count = count, after = after }))
+      end
+      forget()
+      return
+    end
+    local first = layout.head + count_through(at)
+    local from = HEADER_LEN + first * width
+    local moved = ''
+    if first < layout.stop then moved = read(from, (layout.stop - first) * width) end
+    redis.call('SETRANGE', key, from, string.rep(pack_slot(stored, width), count) .. moved)
+    forget()
+  end
+
+  -- Every entry, each slot checked; nil if the value is not a compact log.
+  function log.entries()
+    if not exists then return {} end
+    if not current() then return nil end
+    return entries_from(layout.head)
+  end
+
+  -- Whether a string key holds a well-formed log, as far as a call checks.
+  function log.is_well_formed() return not exists or current() ~= nil end
+
+  return log
+end
+
+--[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
+
 local function widest(windows)
   local best = windows[1]
   for _, w in ipairs(windows) do
@@ -101,11 +497,11 @@ local function largest_limit(windows)
   return largest
 end
 
--- Each window's entries above its floor: ZCOUNT is O(log N).
-local function counts(key, windows, now)
+-- Each window's entries above its floor.
+local function counts(log, windows, now)
   local result = {}
   for i, w in ipairs(windows) do
-    result[i] = redis.call('ZCOUNT', key, '(' .. num(now - w.ms), '+inf')
+    result[i] = log.count_above(now - w.ms)
   end
   return result
 end
@@ -129,13 +525,6 @@ local function counts_after(counts, recorded, cap)
   return result
 end
 
--- The score at `rank`, 0 the oldest: ZRANGE by rank is O(log N).
-local function score_at(key, rank)
-  if rank < 0 then return nil end
-  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-  return entry[2] and tonumber(entry[2])
-end
-
 -- Milliseconds until an entry at `score` leaves a window of `ms` at `now`:
 -- ceil(score) + ms - now, exact while it stays within 2^53 (past that a
 -- double rounds it, where the module is exact), NEVER_MS for an entry that
@@ -149,9 +538,9 @@ end
 
 -- When `cost` more units fit: once the (limit - cost + 1)-th newest entry
 -- leaves the window.
-local function retry_after(key, len, w, now, cost)
+local function retry_after(log, len, w, now, cost)
   if cost > w.limit then return -1 end
-  local score = score_at(key, len - (w.limit - cost + 1))
+  local score = log.score_at(len - (w.limit - cost + 1))
   if not score then return 1 end
   return math.max(1, ms_until_left(score, w.ms, now))
 end
@@ -166,8 +555,8 @@ end
 -- The reply, from each window's count after the call and the log as it
 -- stands; `pending` counts `cost` entries at `now` as recorded without
 -- their being in the log (SWL.PEEK of an admit).
-local function verdict(key, windows, counts, now, cost, allowed, pending)
-  local len = redis.call('ZCARD', key)
+local function verdict(log, windows, counts, now, cost, allowed, pending)
+  local len = log.len()
   local binding
   for i, w in ipairs(windows) do
     local count = counts[i]
@@ -175,7 +564,7 @@ local function verdict(key, windows, counts, now, cost, allowed, pending)
     if allowed then
       if not binding or reply[3] < binding[3] then binding = reply end
     elseif count + cost > w.limit then
-      reply[4] = retry_after(key, len, w, now, cost)
+      reply[4] = retry_after(log, len, w, now, cost)
       if not binding or waits_longer(reply[4], binding[4]) then binding = reply end
     end
   end
@@ -186,33 +575,11 @@ local function verdict(key, windows, counts, now, cost, allowed, pending)
     binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0, w.ms }
   end
   local wide = widest(windows)
-  local newest = score_at(key, len - 1)
+  local newest = log.score_at(len - 1)
   if newest and not (newest > now - wide.ms) then newest = nil end
   if pending and not (newest and newest > now) then newest = now end
   binding[5] = newest and ms_until_left(newest, wide.ms, now) or 0
   return binding
-end
-
--- Random-looking 14-digit members from the clock, unique within the key:
--- ZADD NX moves on to the next number on a clash.
-local function record(key, now, count, clock)
-  local member = 10000000000000 + ((clock[1] % 90000) * 1000000 + clock[2]) * 1000
-  for _ = 1, count do
-    while redis.call('ZADD', key, 'NX', num(now), num(member)) == 0 do
-      member = member + 1
-    end
-    member = member + 1
-  end
-end
-
--- The request, or an error reply: arguments first, then the key's type.
-local function prepare(keys, args, command)
-  local request, err = parse(args, command)
-  if not request then return nil, redis.error_reply(err) end
-  if #keys ~= 1 then return nil, redis.error_reply('ERR the function takes exactly one key') end
-  local kind = redis.call('TYPE', keys[1])['ok']
-  if kind ~= 'zset' and kind ~= 'none' then return nil, redis.error_reply(ERR_WRONGTYPE) end
-  return request
 end
 
 local function server_clock()
@@ -221,16 +588,42 @@ local function server_clock()
   return seconds * 1000 + math.floor(micros / 1000), { seconds, micros }
 end
 
-local function swl_check(keys, args)
-  local request, failed = prepare(keys, args, 'swl.check')
-  if not request then return failed end
+-- The log in the one key: a sorted set, a compact log, or (no key) as
+-- ENCODING says; or an error reply.
+local function open_log(keys, clock)
+  if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
   local key = keys[1]
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'zset' or (kind == 'none' and ENCODING == 'zset') then
+    return zset_log(key, clock)
+  end
+  if kind == 'string' or kind == 'none' then
+    local log = compact_log(key, kind == 'string')
+    if log.is_well_formed() then return log end
+  end
+  return nil, redis.error_reply(ERR_WRONGTYPE)
+end
+
+-- The request and its log, or an error reply: arguments first, then the
+-- key's type.
+local function prepare(keys, args, command, clock)
+  local request, err = parse(args, command)
+  if not request then return nil, redis.error_reply(err) end
+  local log, failed = open_log(keys, clock)
+  if not log then return nil, failed end
+  return request, log
+end
+
+local function swl_check(keys, args)
   local clock_ms, clock = server_clock()
+  local request, log = prepare(keys, args, 'swl.check', clock)
+  if not request then return log end
+  local key = keys[1]
   local now = request.now == '*' and clock_ms or request.now
   local windows, cost = request.windows, request.cost
 
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - widest(windows).ms))
-  local before = counts(key, windows, now)
+  log.trim_through(now - widest(windows).ms)
+  local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
   local recorded, cap = 0, nil
   if allowed then
@@ -238,15 +631,11 @@ local function swl_check(keys, args)
   elseif request.penalize then
     -- Record no more than the cap keeps; entries after now outrank them.
     cap = largest_limit(windows)
-    local newer = redis.call('ZCOUNT', key, '(' .. num(now), '+inf')
-    recorded = math.min(cost, math.max(0, cap - newer))
+    recorded = math.min(cost, math.max(0, cap - log.count_above(now)))
   end
-  if recorded > 0 then record(key, now, recorded, clock) end
-  if cap then
-    local excess = redis.call('ZCARD', key) - cap
-    if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
-  end
-  local reply = verdict(key, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
+  if recorded > 0 then log.record(now, recorded) end
+  if cap then log.cap_to(cap) end
+  local reply = verdict(log, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
   -- call's clock + reset_after_ms. An admit sets that; a denial only
   -- lengthens a shorter expiry (or repairs a missing one). It is set
@@ -264,15 +653,28 @@ local function swl_check(keys, args)
 end
 
 local function swl_peek(keys, args)
-  local request, failed = prepare(keys, args, 'swl.peek')
-  if not request then return failed end
-  local key, windows, cost = keys[1], request.windows, request.cost
-  local now = request.now == '*' and server_clock() or request.now
-  local before = counts(key, windows, now)
+  local clock_ms = server_clock()
+  local request, log = prepare(keys, args, 'swl.peek')
+  if not request then return log end
+  local windows, cost = request.windows, request.cost
+  local now = request.now == '*' and clock_ms or request.now
+  local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
   local after = counts_after(before, allowed and cost or 0, nil)
-  return verdict(key, windows, after, now, cost, allowed, allowed)
+  return verdict(log, windows, after, now, cost, allowed, allowed)
+end
+
+local function swl_entries(keys, args)
+  if #args ~= 0 then
+    return redis.error_reply("ERR wrong number of arguments for 'swl.entries' command")
+  end
+  local log, failed = open_log(keys)
+  if not log then return failed end
+  local times = log.entries()
+  if not times then return redis.error_reply(ERR_WRONGTYPE) end
+  return times
 end
 
 redis.register_function { function_name = 'swl_check', callback = swl_check }
 redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags = { 'no-writes' } }
+redis.register_function { function_name = 'swl_entries', callback = swl_entries, flags = { 'no-writes' } }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::Server;
+use support::{load_library, Encoding, Server};
 
 const PROMPT: &str = "127.0.0.1:6379> ";
 
@@ -50,17 +50,6 @@ fn sessions(readme: &str) -> Vec<Session> {
     found
 }
 
-fn load_library(server: &Server) {
-    let library =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua"))
-            .expect("read scripts/swl.lua");
-    let _: String = redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg(library)
-        .query(&mut server.connect())
-        .unwrap();
-}
-
 fn run_in_redis_cli(server: &Server, commands: &[String]) -> Vec<String> {
     let mut cli = Command::new("redis-cli")
         .args(["--no-raw", "-p", &server.port().to_string()])
@@ -88,7 +77,7 @@ fn every_redis_cli_session_in_the_readme_prints_what_it_shows() {
     let sessions = sessions(&readme);
     assert!(sessions.len() >= 3, "found {} sessions", sessions.len());
     let server = Server::start();
-    load_library(&server);
+    load_library(&server, Encoding::Zset);
     for session in &sessions {
         let _: () = redis::cmd("FLUSHALL").query(&mut server.connect()).unwrap();
         let printed = run_in_redis_cli(&server, &session.commands);

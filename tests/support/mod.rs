@@ -118,6 +118,33 @@ pub fn for_each_encoding(body: impl Fn(Encoding)) {
     }
 }
 
+/// The function library (scripts/swl.lua) as it is loaded to create new
+/// logs in `encoding`: its ENCODING line edited, as the README shows.
+pub fn library_source(encoding: Encoding) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
+    let library = std::fs::read_to_string(path).expect("read scripts/swl.lua");
+    const SETTING: &str = "\nlocal ENCODING = 'zset'\n";
+    assert_eq!(
+        library.matches(SETTING).count(),
+        1,
+        "swl.lua's ENCODING line"
+    );
+    library.replace(
+        SETTING,
+        &format!("\nlocal ENCODING = '{}'\n", encoding.name()),
+    )
+}
+
+/// Loads the function library on `server`, creating new logs in `encoding`.
+pub fn load_library(server: &Server, encoding: Encoding) {
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library_source(encoding))
+        .query(&mut server.connect())
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "swl");
+}
+
 /// How to start a server.
 #[derive(Clone)]
 pub struct Config {
