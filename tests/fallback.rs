@@ -1,22 +1,15 @@
-//! The function library (scripts/swl.lua) against the module: the same long
-//! random sequence through both, every reply and error identical, every log
-//! with the same scores and entry count, and expiry by the same rule.
+//! The function library (scripts/swl.lua) against the module, on both
+//! encodings: the same long random sequence through both, every reply and
+//! error identical, every log with the same entries (a compact log with the
+//! same bytes), and the same expiry; and keys handed back and forth.
 
 mod support;
 
-use redis::{Connection, RedisResult};
-use support::{error_text, expire_time, scores, server_ms, Config, Rng, Server, NEVER_MS};
-
-fn load_library(server: &Server) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
-    let library = std::fs::read_to_string(path).expect("read scripts/swl.lua");
-    let name: String = redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg(library)
-        .query(&mut server.connect())
-        .expect("FUNCTION LOAD");
-    assert_eq!(name, "swl");
-}
+use redis::{Connection, RedisResult, Value};
+use support::{
+    contents, error_text, expire_time, for_each_encoding, load_library, scores, server_ms,
+    snapshot, Config, Contents, Encoding, Rng, Server, NEVER_MS,
+};
 
 /// SWL.CHECK or SWL.PEEK on the module; FCALL swl_check or swl_peek on the
 /// library.
@@ -43,9 +36,42 @@ fn call(
     reply.map_err(|e| error_text(&e))
 }
 
-/// What one call did: its reply, the key's expiry before and after, and
-/// the server's clock around it.
-struct Step {
+/// SWL.ENTRIES or FCALL swl_entries, as the server replied.
+fn entries_reply(con: &mut Connection, module: bool, key: &str) -> Result<Value, String> {
+    let mut cmd = if module {
+        redis::cmd("SWL.ENTRIES")
+    } else {
+        redis::cmd("FCALL").arg("swl_entries").arg(1).clone()
+    };
+    let reply: RedisResult<Value> = cmd.arg(key).query(con);
+    reply.map_err(|e| error_text(&e))
+}
+
+/// The three keys one step works on: checked by the module only, by the
+/// library only, and by whichever the step picks (handed back and forth).
+struct Keys {
+    module: String,
+    library: String,
+    handed: String,
+}
+
+impl Keys {
+    fn of(index: u64) -> Keys {
+        Keys {
+            module: format!("m{index}"),
+            library: format!("l{index}"),
+            handed: format!("h{index}"),
+        }
+    }
+
+    fn all(&self) -> [&str; 3] {
+        [&self.module, &self.library, &self.handed]
+    }
+}
+
+/// What one step's call on one key did: its reply, the key's expiry
+/// before and after, and the server's clock (ms) before and after.
+struct Call {
     reply: Result<Vec<i64>, String>,
     before: i64,
     after: i64,
@@ -53,72 +79,181 @@ struct Step {
     ended: u64,
 }
 
-/// Runs the call and then gives the key an hour-long TTL or none, in one
-/// transaction: the made-up times give real TTLs of a few milliseconds,
-/// which must not run out on one server and not the other.
-fn step(
-    con: &mut Connection,
-    module: bool,
-    peek: bool,
-    key: &str,
-    args: &[String],
-    persist: bool,
-) -> Step {
-    let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("PEXPIRETIME")
-        .arg(key)
-        .cmd("TIME")
-        .add_command(command(module, peek, key, args))
-        .cmd("TIME")
-        .cmd("PEXPIRETIME")
-        .arg(key);
-    if persist {
-        pipe.cmd("PERSIST").arg(key);
-    } else {
-        pipe.cmd("PEXPIRE").arg(key).arg(3_600_000);
-    }
-    type Replies = (i64, (u64, u64), Vec<i64>, (u64, u64), i64, i64);
-    let ms = |(s, us): (u64, u64)| s * 1000 + us / 1000;
-    match pipe.query::<Replies>(con) {
-        Ok((before, started, reply, ended, after, _)) => Step {
-            reply: Ok(reply),
-            before,
-            after,
-            started: ms(started),
-            ended: ms(ended),
-        },
-        // The call failed, which changes nothing: ask again for its text.
-        Err(_) => Step {
-            reply: call(con, module, peek, key, args),
-            before: 0,
-            after: 0,
-            started: 0,
-            ended: 0,
-        },
+impl Call {
+    /// Expiry after a check is either the one before (kept) or the
+    /// server's time during the call plus reset_after_ms (set); the
+    /// library's may land 1 ms later (see swl.lua). A peek or an error
+    /// keeps it; so does a trim that emptied the log, which has none.
+    fn expiry(&self, peek: bool, late_by_at_most: u64) -> Expiry {
+        let kept = self.before == self.after;
+        let set = match &self.reply {
+            _ if self.after == -2 => return Expiry::Either,
+            Ok(reply) if !peek => {
+                let earliest = self.started as i64 + reply[4];
+                let latest = (self.ended + late_by_at_most) as i64 + reply[4];
+                (earliest..=latest).contains(&self.after)
+            }
+            _ => false,
+        };
+        match (kept, set) {
+            (true, true) => Expiry::Either,
+            (true, false) => Expiry::Kept,
+            (false, true) => Expiry::Set,
+            (false, false) => Expiry::Neither,
+        }
     }
 }
 
-/// Random arguments; limits below `max_limit`.
-fn random_args(rng: &mut Rng, clock: u64, max_limit: u64) -> Vec<String> {
-    // Explicit times only: with `*` each server reads its own clock.
-    let now = match rng.below(10) {
-        0 => clock.saturating_sub(rng.below(300)),
-        1 => clock + rng.below(300),
-        _ => clock,
+#[derive(Debug, PartialEq, Clone, Copy)]
+enum Expiry {
+    Kept,
+    Set,
+    Either,
+    Neither,
+}
+
+/// Runs the call on the three keys in one transaction, then gives each an
+/// hour-long TTL or none: the made-up times give real TTLs of a few
+/// milliseconds, which must not run out between steps. Also says whether
+/// the server's clock stayed in one millisecond throughout.
+fn step(
+    con: &mut Connection,
+    keys: &Keys,
+    handed_to_module: bool,
+    peek: bool,
+    args: &[String],
+    persist: bool,
+) -> ([Call; 3], bool) {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for (key, module) in keys.all().into_iter().zip([true, false, handed_to_module]) {
+        pipe.cmd("PEXPIRETIME")
+            .arg(key)
+            .cmd("TIME")
+            .add_command(command(module, peek, key, args))
+            .cmd("TIME")
+            .cmd("PEXPIRETIME")
+            .arg(key);
     }
-    .to_string();
+    for key in keys.all() {
+        if persist {
+            pipe.cmd("PERSIST").arg(key);
+        } else {
+            pipe.cmd("PEXPIRE").arg(key).arg(3_600_000);
+        }
+    }
+    let ms = |time: &Value| {
+        let (s, us): (u64, u64) = redis::from_redis_value(time).expect("TIME");
+        s * 1000 + us / 1000
+    };
+    let integer = |value: &Value| redis::from_redis_value::<i64>(value).expect("PEXPIRETIME");
+    match pipe.query::<Vec<Value>>(con) {
+        Ok(r) => {
+            let calls = [0, 1, 2].map(|i| {
+                let at = 5 * i;
+                Call {
+                    reply: Ok(redis::from_redis_value(&r[at + 2]).expect("a reply")),
+                    before: integer(&r[at]),
+                    after: integer(&r[at + 4]),
+                    started: ms(&r[at + 1]),
+                    ended: ms(&r[at + 3]),
+                }
+            });
+            let one_clock = calls[0].started == calls[2].ended;
+            (calls, one_clock)
+        }
+        // The calls failed, which changes nothing: ask again for the text.
+        Err(_) => {
+            let modules = [true, false, handed_to_module];
+            let calls = [0, 1, 2].map(|i| {
+                let key = keys.all()[i];
+                let expiry = expire_time(con, key.as_bytes());
+                Call {
+                    reply: call(con, modules[i], peek, key, args),
+                    before: expiry,
+                    after: expiry,
+                    started: 0,
+                    ended: 0,
+                }
+            });
+            (calls, true)
+        }
+    }
+}
+
+/// Puts a key back as `snapshot` read it.
+fn restore(con: &mut Connection, key: &str, (_, dump, expiry): (String, Option<Vec<u8>>, i64)) {
+    let _: i64 = redis::cmd("DEL").arg(key).query(con).unwrap();
+    if let Some(dump) = dump {
+        let _: () = redis::cmd("RESTORE")
+            .arg(key)
+            .arg(expiry.max(0))
+            .arg(dump)
+            .arg("ABSTTL")
+            .query(con)
+            .unwrap();
+    }
+}
+
+/// Runs the step on the three keys. With `*` the three calls must read
+/// the same millisecond: if the clock ticked, the keys are put back and
+/// the step runs again.
+fn step_on_one_clock(
+    con: &mut Connection,
+    keys: &Keys,
+    handed_to_module: bool,
+    peek: bool,
+    args: &[String],
+    persist: bool,
+) -> [Call; 3] {
+    let star = args.iter().any(|arg| arg == "*");
+    for _ in 0..100 {
+        let before = keys.all().map(|key| snapshot(con, key.as_bytes()));
+        let (calls, one_clock) = step(con, keys, handed_to_module, peek, args, persist);
+        if one_clock || !star {
+            return calls;
+        }
+        for (key, was) in keys.all().into_iter().zip(before) {
+            restore(con, key, was);
+        }
+    }
+    panic!("the server's clock ticked during 100 tries of one step");
+}
+
+/// Random arguments; limits below `max_limit`, costs up to a sixth of
+/// it, times around `clock`, now
+/// and then `*` (the server's clock, far from `clock`), a time long
+/// before it (2^32 ms: the compact log's wide slots) or a malformed
+/// argument.
+fn random_args(rng: &mut Rng, clock: u64, max_limit: u64) -> Vec<String> {
+    let now = match rng.below(40) {
+        0..=3 => clock.saturating_sub(rng.below(300)).to_string(),
+        4..=7 => (clock + rng.below(300)).to_string(),
+        8..=10 => "*".to_string(),
+        11 => (clock - (1 << 32) - rng.below(1000)).to_string(),
+        _ => clock.to_string(),
+    };
+    // Costs of up to a sixth of the limits fill logs to hundreds; with
+    // `*` small ones, so that the three calls fit in one millisecond.
+    let most_cost = if now == "*" {
+        4
+    } else {
+        (max_limit / 6).max(4)
+    };
+    // Windows of up to 400 ms, or twice the limits: about 12 ms pass per
+    // step, so large limits see logs of hundreds.
+    let longest_window = (2 * max_limit).max(400);
     let mut args = vec![
-        (1 + rng.below(400)).to_string(),
+        (1 + rng.below(longest_window)).to_string(),
         rng.below(max_limit).to_string(),
         now,
     ];
     for _ in 0..rng.below(4) {
         match rng.below(4) {
-            0 => args.extend(["COST".into(), (1 + rng.below(4)).to_string()]),
+            0 => args.extend(["COST".into(), (1 + rng.below(most_cost)).to_string()]),
             1 | 2 => args.extend([
                 "WINDOW".into(),
-                (1 + rng.below(400)).to_string(),
+                (1 + rng.below(longest_window)).to_string(),
                 rng.below(max_limit).to_string(),
             ]),
             _ => args.push("PENALIZE".into()),
@@ -131,27 +266,6 @@ fn random_args(rng: &mut Rng, clock: u64, max_limit: u64) -> Vec<String> {
             .to_string();
     }
     args
-}
-
-/// Expiry after a call is either the one before (kept) or the server's
-/// time during the call plus reset_after_ms (set).
-#[derive(Debug, PartialEq, Clone, Copy)]
-enum Expiry {
-    Kept,
-    Set,
-    Either,
-    Neither,
-}
-
-fn classify(before: i64, after: i64, reset: i64, started: u64, ended: u64) -> Expiry {
-    let kept = before == after;
-    let set = after >= started as i64 + reset && after <= ended as i64 + reset;
-    match (kept, set) {
-        (true, true) => Expiry::Either,
-        (true, false) => Expiry::Kept,
-        (false, true) => Expiry::Set,
-        (false, false) => Expiry::Neither,
-    }
 }
 
 /// Scores another tool may have written into a log: infinite, fractional,
@@ -167,102 +281,201 @@ fn foreign_scores(rng: &mut Rng, clock: u64) -> Vec<String> {
     }
 }
 
-/// Runs `steps` random checks and peeks through both, on four keys, and
-/// compares replies, logs and expiry after each. `foreign` is how often
-/// (one step in so many) another tool adds scores to both logs first.
-/// Returns how many calls admitted, denied and failed.
-fn differential(seed: u64, steps: usize, max_limit: u64, foreign: Option<u64>) -> [usize; 3] {
-    let module = Server::start();
-    let library = Server::with(Config::without_module());
-    load_library(&library);
-    let mut cons = [module.connect(), library.connect()];
-    let mut rng = Rng(seed);
-    let mut clock = 500_000u64;
-    let mut seen = [0usize; 3];
-    for n in 0..steps {
-        let key = format!("d{}", rng.below(4));
-        clock += rng.below(25);
-        if foreign.is_some_and(|every| rng.below(every) == 0) {
-            let scores = foreign_scores(&mut rng, clock);
-            for con in cons.iter_mut() {
+/// Another tool's write to the three (equal) logs at `keys`: scores added
+/// to a sorted set, or a byte of a compact log overwritten, which the
+/// module and the library must then read alike (WRONGTYPE or the same
+/// reply). Returns whether it damaged a compact log.
+fn foreign_write(
+    con: &mut Connection,
+    rng: &mut Rng,
+    keys: &Keys,
+    encoding: Encoding,
+    (clock, n): (u64, usize),
+) -> bool {
+    match contents(con, keys.module.as_bytes()) {
+        // Sorted sets only where new logs are sorted sets.
+        Contents::Missing if encoding == Encoding::Compact => false,
+        Contents::Missing | Contents::Zset(_) => {
+            let scores = foreign_scores(rng, clock);
+            for key in keys.all() {
                 let mut zadd = redis::cmd("ZADD");
-                zadd.arg(&key);
+                zadd.arg(key);
                 for (i, score) in scores.iter().enumerate() {
                     zadd.arg(score).arg(format!("other{n}.{i}"));
                 }
                 let _: i64 = zadd.query(con).unwrap();
             }
+            false
         }
+        Contents::Bytes(bytes) => {
+            let at = rng.below(bytes.len() as u64);
+            let byte = [rng.below(256) as u8];
+            for key in keys.all() {
+                let _: i64 = redis::cmd("SETRANGE")
+                    .arg(key)
+                    .arg(at)
+                    .arg(&byte[..])
+                    .query(con)
+                    .unwrap();
+            }
+            true
+        }
+    }
+}
+
+/// A log's entries and, for a compact log, its bytes: what the module and
+/// the library must leave alike (sorted-set members differ by design).
+fn log_state(con: &mut Connection, key: &str) -> (Vec<f64>, Option<Vec<u8>>) {
+    match contents(con, key.as_bytes()) {
+        Contents::Bytes(bytes) => (Vec::new(), Some(bytes)),
+        other => (other.times(), None),
+    }
+}
+
+/// What a differential run saw: calls admitted, denied and failed,
+/// compact logs with 8-byte slots, damaged compact logs refused
+/// (WRONGTYPE) or read, and the most entries a log held.
+#[derive(Debug, Default)]
+struct Seen {
+    admitted: usize,
+    denied: usize,
+    failed: usize,
+    damaged_refused: usize,
+    damaged_read: usize,
+    wide_slots: usize,
+    longest_log: usize,
+}
+
+/// Runs `steps` random checks and peeks on one server with the module and
+/// the library, new logs in `encoding`, on four triples of keys, and
+/// compares replies, logs, SWL.ENTRIES and expiries after each. `foreign`
+/// is how often (one step in so many) another tool writes to the logs
+/// first.
+fn differential(
+    encoding: Encoding,
+    seed: u64,
+    steps: usize,
+    max_limit: u64,
+    foreign: Option<u64>,
+) -> Seen {
+    let server = Server::with(encoding.config());
+    load_library(&server, encoding);
+    let mut con = server.connect();
+    let mut rng = Rng(seed);
+    let mut clock = server_ms(&mut con) - 100_000;
+    let mut seen = Seen::default();
+    for n in 0..steps {
+        let keys = Keys::of(rng.below(4));
+        clock += rng.below(25);
+        let damaged = foreign.is_some_and(|every| rng.below(every) == 0)
+            && foreign_write(&mut con, &mut rng, &keys, encoding, (clock, n));
         let args = random_args(&mut rng, clock, max_limit);
         let peek = rng.below(5) == 0;
         let persist = rng.below(3) == 0;
-        let steps: Vec<Step> = cons
-            .iter_mut()
-            .zip([true, false])
-            .map(|(con, is_module)| step(con, is_module, peek, &key, &args, persist))
-            .collect();
-        let expiries: Vec<Expiry> = steps
-            .iter()
-            .map(|s| match &s.reply {
-                // A trim that emptied the log removed the key.
-                _ if s.after == -2 => Expiry::Either,
-                Ok(r) if !peek => classify(s.before, s.after, r[4], s.started, s.ended),
-                _ if s.after == s.before => Expiry::Kept,
-                _ => Expiry::Neither,
-            })
-            .collect();
-        let replies: Vec<&Result<Vec<i64>, String>> = steps.iter().map(|s| &s.reply).collect();
-        let context = format!("step {n}: {key} {args:?} peek={peek}");
-        assert_eq!(replies[0], replies[1], "{context}");
-        assert!(
-            !expiries.contains(&Expiry::Neither),
-            "{context}: expiry {expiries:?}"
+        let handed_to_module = rng.below(2) == 0;
+        let done = step_on_one_clock(&mut con, &keys, handed_to_module, peek, &args, persist);
+        let context = format!(
+            "{} step {n}: {args:?} peek={peek} handed to the module={handed_to_module}",
+            encoding.name()
         );
-        assert!(
-            !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set)),
-            "{context}: expiry {expiries:?}"
-        );
-        let [a, b] = &mut cons;
-        assert_eq!(scores(a, &key), scores(b, &key), "{context}: the logs");
+        let [module, library, handed] = done.each_ref().map(|call| &call.reply);
+        assert_eq!(library, module, "{context}: the library's reply");
+        assert_eq!(handed, module, "{context}: the handed key's reply");
+        let state = log_state(&mut con, &keys.module);
         assert_eq!(
-            expire_time(a, key.as_bytes()) == -2,
-            expire_time(b, key.as_bytes()) == -2,
-            "{context}"
+            log_state(&mut con, &keys.library),
+            state,
+            "{context}: library's log"
         );
-        match &replies[0] {
-            Ok(reply) => seen[reply[0] as usize] += 1,
-            Err(_) => seen[2] += 1,
+        assert_eq!(
+            log_state(&mut con, &keys.handed),
+            state,
+            "{context}: handed log"
+        );
+        let expiries = [
+            done[0].expiry(peek, 0),
+            done[1].expiry(peek, 1),
+            done[2].expiry(peek, u64::from(!handed_to_module)),
+        ];
+        let agree = !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set));
+        assert!(
+            agree && !expiries.contains(&Expiry::Neither),
+            "{context}: expiry {expiries:?}"
+        );
+        let entries = entries_reply(&mut con, true, &keys.module);
+        assert_eq!(
+            entries_reply(&mut con, false, &keys.library),
+            entries,
+            "{context}: SWL.ENTRIES"
+        );
+        if state.1.as_ref().is_some_and(|bytes| bytes[5] == 8) {
+            seen.wide_slots += 1;
+        }
+        if !damaged {
+            let entries = contents(&mut con, keys.module.as_bytes()).len();
+            seen.longest_log = seen.longest_log.max(entries);
+        }
+        if damaged {
+            match module {
+                Err(e) if e.starts_with("WRONGTYPE") => seen.damaged_refused += 1,
+                _ => seen.damaged_read += 1,
+            }
+            // Back to a log both write, whatever the damage did.
+            for key in keys.all() {
+                let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+            }
+        }
+        match module {
+            Ok(reply) if reply[0] == 1 => seen.admitted += 1,
+            Ok(_) => seen.denied += 1,
+            Err(_) => seen.failed += 1,
         }
     }
+    eprintln!("{} {seen:?}", encoding.name());
     seen
 }
 
 #[test]
 fn the_library_behaves_exactly_like_the_module() {
-    let seen = differential(0x00c0_ffee_1234_5678, 2500, 9, None);
-    assert!(
-        seen.iter().all(|&n| n > 100),
-        "admits, denials and errors: {seen:?}"
-    );
+    for_each_encoding(|encoding| {
+        let seen = differential(encoding, 0x00c0_ffee_1234_5678, 2500, 9, None);
+        assert!(
+            seen.admitted > 100 && seen.denied > 100 && seen.failed > 100,
+            "{seen:?}"
+        );
+        if encoding == Encoding::Compact {
+            assert!(seen.wide_slots > 20, "{seen:?}");
+        }
+    });
 }
 
-/// Large limits on logs of hundreds of entries take the module's O(log N)
-/// paths (counts and ranks through ZCOUNT and ZRANGE); scores from other
-/// tools take the saturating and rounding ones.
+/// Large limits on logs of hundreds of entries take the O(log N) paths
+/// (binary searches, ZCOUNT and ZRANGE by rank) and the compact log's
+/// rewrites and reclaims; other tools' writes take the saturating and
+/// rounding ones (sorted sets) and the checks of damaged bytes (compact).
 #[test]
-fn the_library_agrees_on_large_logs_and_other_tools_scores() {
-    let seen = differential(0x5eed_0bad_cafe_f00d, 1500, 600, Some(6));
-    assert!(
-        seen.iter().all(|&n| n > 50),
-        "admits, denials and errors: {seen:?}"
-    );
+fn the_library_agrees_on_large_logs_and_other_tools_writes() {
+    for_each_encoding(|encoding| {
+        let seen = differential(encoding, 0x5eed_0bad_cafe_f00d, 1500, 600, Some(6));
+        assert!(
+            seen.admitted > 50 && seen.denied > 50 && seen.failed > 50,
+            "{seen:?}"
+        );
+        assert!(seen.longest_log > 200, "{seen:?}");
+        if encoding == Encoding::Compact {
+            assert!(
+                seen.damaged_refused > 5 && seen.damaged_read > 5,
+                "{seen:?}"
+            );
+        }
+    });
 }
 
 #[test]
 fn the_library_reports_the_same_errors() {
     let module = Server::start();
     let library = Server::with(Config::without_module());
-    load_library(&library);
+    load_library(&library, Encoding::Zset);
     let cases: &[&[&str]] = &[
         &["1000", "5"],
         &["0", "5", "1"],
@@ -305,39 +518,278 @@ fn the_library_reports_the_same_errors() {
     }
 }
 
+/// A compact log made by the module: `times` recorded in order.
+fn module_log(con: &mut Connection, key: &str, times: &[u64]) -> Vec<u8> {
+    for time in times {
+        let _: Vec<i64> = redis::cmd("SWL.CHECK")
+            .arg(key)
+            .arg(1u64 << 40)
+            .arg(1000)
+            .arg(time)
+            .query(con)
+            .unwrap();
+    }
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+fn with_bytes(mut value: Vec<u8>, at: usize, bytes: &[u8]) -> Vec<u8> {
+    value[at..at + bytes.len()].copy_from_slice(bytes);
+    value
+}
+
+/// Puts `value` under a key with an expiry, once for the module and once
+/// for the library, and runs SWL.CHECK, SWL.PEEK and SWL.ENTRIES through
+/// each: their replies, the bytes each left, and whether each kept the
+/// expiry.
+fn on_both(con: &mut Connection, value: &[u8], args: &[&str]) -> [(Replies, Vec<u8>, bool); 2] {
+    [true, false].map(|module| {
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg(value)
+            .arg("PX")
+            .arg(100_000)
+            .query(con)
+            .unwrap();
+        let expiry = expire_time(con, b"k");
+        let mut replies = Vec::new();
+        for peek in [false, true] {
+            let reply: RedisResult<Value> =
+                command(module, peek, "k", &to_strings(args)).query(con);
+            replies.push(reply.map_err(|e| error_text(&e)));
+        }
+        replies.push(entries_reply(con, module, "k"));
+        let left: Vec<u8> = redis::cmd("GET").arg("k").query(con).unwrap();
+        (replies, left, expire_time(con, b"k") == expiry)
+    })
+}
+
+type Replies = Vec<Result<Value, String>>;
+
+fn to_strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
 #[test]
-fn the_library_takes_the_server_clock_for_star() {
-    let library = Server::with(Config::without_module());
-    load_library(&library);
-    let mut con = library.connect();
-    let args: Vec<String> = ["60000", "5", "*", "COST", "2"].map(String::from).to_vec();
-    let before = server_ms(&mut con);
+fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let narrow = module_log(&mut con, "narrow", &[1000, 1001, 1002]);
+    let wide = module_log(&mut con, "wide", &[1000, 1000 + (1 << 32)]);
+    let based_at_zero = module_log(&mut con, "zero", &[0, 1 << 32]);
+    assert_eq!((narrow.len(), wide[5]), (60, 8));
+    let wrongtype = Err("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    let refused: Vec<(&str, Vec<u8>)> = vec![
+        ("a plain string", b"v".to_vec()),
+        ("too short", narrow[..55].to_vec()),
+        ("not whole slots", narrow[..58].to_vec()),
+        ("magic", with_bytes(narrow.clone(), 0, b"X")),
+        ("version", with_bytes(narrow.clone(), 4, &[2])),
+        ("width", with_bytes(narrow.clone(), 5, &[5])),
+        ("reserved", with_bytes(narrow.clone(), 6, &[1])),
+        ("reserved", with_bytes(narrow.clone(), 23, &[1])),
+        (
+            "base",
+            with_bytes(narrow.clone(), 8, &(1u64 << 53).to_le_bytes()),
+        ),
+        ("head", with_bytes(narrow.clone(), 16, &10u32.to_le_bytes())),
+        ("out of order", with_bytes(narrow.clone(), 24, &[4])),
+        ("a free live slot", with_bytes(narrow.clone(), 24, &[0])),
+        (
+            "past 2^53-1",
+            with_bytes(wide.clone(), 32, &(1u64 << 53).to_le_bytes()),
+        ),
+        (
+            "past 2^64",
+            with_bytes(wide.clone(), 32, &u64::MAX.to_le_bytes()),
+        ),
+        // 2^53+1 rounds to 2^53 as a double, which would read as 2^53-1.
+        (
+            "2^53+1 at base 0",
+            with_bytes(based_at_zero, 32, &((1u64 << 53) + 1).to_le_bytes()),
+        ),
+    ];
+    let args = ["1000", "5", "2000"];
+    for (what, value) in &refused {
+        let [module, library] = on_both(&mut con, value, &args);
+        assert_eq!(library, module, "{what}");
+        let (replies, left, kept) = module;
+        assert_eq!(replies, [0, 1, 2].map(|_| wrongtype.clone()), "{what}");
+        assert_eq!((&left, kept), (value, true), "{what}: untouched");
+    }
+    // Read as logs: the newest at 2^53-1 exactly (base 1000, slot 2^53 -
+    // 1000), and interior slots out of order, which only SWL.ENTRIES
+    // checks (a call reads O(log N) slots).
+    let edge = with_bytes(wide.clone(), 32, &((1u64 << 53) - 1000).to_le_bytes());
+    let [(module, left, kept), library] = on_both(&mut con, &edge, &args);
     assert_eq!(
-        call(&mut con, false, false, "now", &args),
-        Ok(vec![1, 5, 3, -1, 60000, 60000])
+        (&library.0, &library.1),
+        (&module, &left),
+        "the newest at 2^53-1"
     );
-    let after = server_ms(&mut con);
-    let log = scores(&mut con, "now");
-    assert_eq!(log.len(), 2);
-    assert_eq!(log[0], log[1]);
-    let recorded = log[0] as u64;
-    assert!(
-        (before..=after).contains(&recorded),
-        "{before} <= {recorded} <= {after}"
+    assert!(!kept && !library.2, "an admitted check sets the expiry");
+    let ints = |values: &[i64]| {
+        Ok(Value::Array(
+            values.iter().map(|&v| Value::Int(v)).collect(),
+        ))
+    };
+    let newest = (1 << 53) - 1;
+    // The check at 2000 trimmed 1000, counted the newest and recorded 2000.
+    assert_eq!(module[0], ints(&[1, 5, 3, -1, newest + 1000 - 2000, 1000]));
+    assert_eq!(module[2], ints(&[2000, newest]));
+    let shuffled = module_log(&mut con, "shuffled", &[1000, 1001, 1002, 1003, 1004]);
+    let shuffled = with_bytes(with_bytes(shuffled, 28, &[4]), 36, &[2]);
+    let [(module, left, _), library] = on_both(&mut con, &shuffled, &["1000", "9", "1500"]);
+    assert_eq!(
+        (&library.0, &library.1),
+        (&module, &left),
+        "slots out of order"
     );
-    // Exact, or 1 ms late if a millisecond ticked inside the function
-    // between reading the clock and setting the expiry (see swl.lua).
-    let expiry = expire_time(&mut con, b"now") - (recorded as i64 + 60000);
-    assert!(expiry == 0 || expiry == 1, "expiry off by {expiry} ms");
-    let members = support::entries(&mut con, b"now");
-    assert!(members.iter().all(|(m, _)| m.len() == 14), "{members:?}");
+    assert_eq!(module[2], wrongtype);
+    assert!(matches!(module[0], Ok(Value::Array(_))), "{module:?}");
+}
+
+/// Calls at the edges of the compact format, through the module on one key
+/// and the library on another: after every call, the same reply, the same
+/// bytes, and expiries set by the same rule.
+#[test]
+fn the_library_writes_the_modules_bytes_at_the_format_edges() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let wide = 1u64 << 40;
+    let max = (1u64 << 53) - 1;
+    let words = |line: String| -> Vec<String> { line.split(' ').map(String::from).collect() };
+    let at_times = |window: u64, times: &[u64]| -> Vec<Vec<String>> {
+        times
+            .iter()
+            .map(|t| words(format!("{window} 99 {t}")))
+            .collect()
+    };
+    // Each sequence, and the width and head of the log it leaves (None: no
+    // key), which show that it reached its edge.
+    type Sequence = (&'static str, Vec<Vec<String>>, Option<(u8, u32)>);
+    let sequences: Vec<Sequence> = vec![
+        (
+            "the last time 4-byte slots hold, then the first they do not",
+            at_times(wide, &[1000, 1000 + (1 << 32) - 2, 1000 + (1 << 32) - 1]),
+            Some((8, 0)),
+        ),
+        (
+            "times before the base, and the oldest and newest times",
+            // Waits stay below 2^53 ms, which the library rounds.
+            at_times(1 << 52, &[5000, 4000, 4999, 0, 7000, 1 << 52, max]),
+            Some((8, 4)),
+        ),
+        (
+            // 40 entries, then a trim of 26 (more than half the slots).
+            "a value filled, then reclaimed by a trim past half of it",
+            at_times(wide, &(1000..1040).collect::<Vec<u64>>())
+                .into_iter()
+                .chain([words("25 99 1050".into()), words("100 99 1040".into())])
+                .collect(),
+            Some((4, 0)),
+        ),
+        (
+            "the largest cost on a new log, then before its base",
+            vec![
+                words("60000 200000 9000 COST 100000".into()),
+                words("60000 200000 8000 COST 100000".into()),
+            ],
+            Some((4, 0)),
+        ),
+        (
+            "penalties capped to the largest limit, and emptying trims",
+            vec![
+                words(format!("{wide} 3 1000 COST 3")),
+                words(format!("{wide} 3 900 COST 9 PENALIZE")),
+                words("10 3 5000 WINDOW 5 1".into()),
+                words(format!("1 0 {max} PENALIZE")),
+            ],
+            None,
+        ),
+    ];
+    for (what, calls, leaves) in &sequences {
+        for key in ["m", "l"] {
+            let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+        }
+        let started = server_ms(&mut con);
+        for (n, args) in calls.iter().enumerate() {
+            let module = call(&mut con, true, false, "m", args);
+            let library = call(&mut con, false, false, "l", args);
+            let context = format!("{what}, call {n}: {args:?}");
+            assert!(module.is_ok(), "{context}: {module:?}");
+            assert_eq!(library, module, "{context}");
+            let [m, l] = ["m", "l"].map(|key| contents(&mut con, key.as_bytes()));
+            assert!(!matches!(m, Contents::Zset(_)), "{context}");
+            assert_eq!(l, m, "{context}");
+            let [m, l] = [b"m", b"l"].map(|key| expire_time(&mut con, key));
+            // Both expire at their clock + reset, or keep an expiry so
+            // set: the library's at most the time its calls ran later
+            // than the module's (and 1 ms) later.
+            let later = (server_ms(&mut con) - started + 1) as i64;
+            assert!(l >= m && l - m <= later, "{context}: {l} vs {m}");
+        }
+        let left = match contents(&mut con, b"l") {
+            Contents::Bytes(bytes) => Some((
+                bytes[5],
+                u32::from_le_bytes(bytes[16..20].try_into().unwrap()),
+            )),
+            _ => None,
+        };
+        assert_eq!(left, *leaves, "{what}: the width and head it leaves");
+    }
+}
+
+#[test]
+fn the_library_takes_the_server_clock_for_star_and_creates_logs_as_set() {
+    for_each_encoding(|encoding| {
+        let library = Server::with(Config::without_module());
+        load_library(&library, encoding);
+        let mut con = library.connect();
+        let args: Vec<String> = ["60000", "5", "*", "COST", "2"].map(String::from).to_vec();
+        let before = server_ms(&mut con);
+        assert_eq!(
+            call(&mut con, false, false, "now", &args),
+            Ok(vec![1, 5, 3, -1, 60000, 60000])
+        );
+        let after = server_ms(&mut con);
+        let log = scores(&mut con, "now");
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[0], log[1]);
+        let recorded = log[0] as u64;
+        assert!(
+            (before..=after).contains(&recorded),
+            "{before} <= {recorded} <= {after}"
+        );
+        // Exact, or 1 ms late if a millisecond ticked inside the function
+        // between reading the clock and setting the expiry (see swl.lua).
+        let expiry = expire_time(&mut con, b"now") - (recorded as i64 + 60000);
+        assert!(expiry == 0 || expiry == 1, "expiry off by {expiry} ms");
+        match contents(&mut con, b"now") {
+            Contents::Zset(members) if encoding == Encoding::Zset => {
+                assert!(members.iter().all(|(m, _)| m.len() == 14), "{members:?}")
+            }
+            // The module's bytes: a new log of two entries based at them.
+            Contents::Bytes(bytes) if encoding == Encoding::Compact => {
+                let mut expected = b"SWLc\x01\x04\0\0".to_vec();
+                expected.extend(recorded.to_le_bytes());
+                expected.extend([0; 8]);
+                expected.extend([1, 0, 0, 0, 1, 0, 0, 0]);
+                assert_eq!(&bytes[..expected.len()], &expected[..]);
+                assert_eq!(bytes.len(), 24 + 4 * 9, "9 slots fill a 64-byte allocation");
+                assert!(bytes[expected.len()..].iter().all(|&b| b == 0));
+            }
+            other => panic!("{}: {other:?}", encoding.name()),
+        }
+    });
 }
 
 #[test]
 fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
     let module = Server::start();
     let library = Server::with(Config::without_module());
-    load_library(&library);
+    load_library(&library, Encoding::Zset);
     let args: Vec<String> = ["1000", "5", "*"].map(String::from).to_vec();
     for (server, is_module) in [(&module, true), (&library, false)] {
         let mut con = server.connect();
@@ -372,35 +824,37 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
 
 #[test]
 fn the_library_names_the_window_its_reply_describes() {
-    let library = Server::with(Config::without_module());
-    load_library(&library);
-    let mut con = library.connect();
-    let args = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
-    let one = args(&["60000", "2", "1000"]);
-    assert_eq!(
-        call(&mut con, false, true, "w", &one),
-        Ok(vec![1, 2, 1, -1, 60000, 60000])
-    );
-    assert_eq!(
-        call(&mut con, false, false, "w", &one),
-        Ok(vec![1, 2, 1, -1, 60000, 60000])
-    );
-    let several = args(&["60000", "10", "1100", "WINDOW", "1000", "2"]);
-    assert_eq!(
-        call(&mut con, false, true, "w", &several),
-        Ok(vec![1, 2, 0, -1, 60000, 1000])
-    );
-    assert_eq!(
-        call(&mut con, false, false, "w", &several),
-        Ok(vec![1, 2, 0, -1, 60000, 1000])
-    );
-    assert_eq!(
-        call(&mut con, false, false, "w", &several),
-        Ok(vec![0, 2, 0, 900, 60000, 1000])
-    );
-    let long = args(&["60000", "2", "1200", "WINDOW", "1000", "2"]);
-    assert_eq!(
-        call(&mut con, false, true, "w", &long),
-        Ok(vec![0, 2, 0, 59800, 59900, 60000])
-    );
+    for_each_encoding(|encoding| {
+        let library = Server::with(Config::without_module());
+        load_library(&library, encoding);
+        let mut con = library.connect();
+        let args = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
+        let one = args(&["60000", "2", "1000"]);
+        assert_eq!(
+            call(&mut con, false, true, "w", &one),
+            Ok(vec![1, 2, 1, -1, 60000, 60000])
+        );
+        assert_eq!(
+            call(&mut con, false, false, "w", &one),
+            Ok(vec![1, 2, 1, -1, 60000, 60000])
+        );
+        let several = args(&["60000", "10", "1100", "WINDOW", "1000", "2"]);
+        assert_eq!(
+            call(&mut con, false, true, "w", &several),
+            Ok(vec![1, 2, 0, -1, 60000, 1000])
+        );
+        assert_eq!(
+            call(&mut con, false, false, "w", &several),
+            Ok(vec![1, 2, 0, -1, 60000, 1000])
+        );
+        assert_eq!(
+            call(&mut con, false, false, "w", &several),
+            Ok(vec![0, 2, 0, 900, 60000, 1000])
+        );
+        let long = args(&["60000", "2", "1200", "WINDOW", "1000", "2"]);
+        assert_eq!(
+            call(&mut con, false, true, "w", &long),
+            Ok(vec![0, 2, 0, 59800, 59900, 60000])
+        );
+    });
 }
