@@ -115,14 +115,21 @@ end
 --[[ The log as a sorted set: one member per entry, scored by its time. ]]
 
 -- Random-looking 14-digit members from the clock, unique within the key:
--- ZADD NX moves on to the next number on a clash.
+-- consecutive numbers, added up to ZADD_AT_MOST at a time with ZADD NX,
+-- and more for any that clashed with a member already there.
+local ZADD_AT_MOST = 500
 local function add_members(key, at, count, clock)
   local member = 10000000000000 + ((clock[1] % 90000) * 1000000 + clock[2]) * 1000
-  for _ = 1, count do
-    while redis.call('ZADD', key, 'NX', num(at), num(member)) == 0 do
-      member = member + 1
+  local score = num(at)
+  while count > 0 do
+    local n = math.min(count, ZADD_AT_MOST)
+    local args = {}
+    for i = 0, n - 1 do
+      args[2 * i + 1] = score
+      args[2 * i + 2] = num(member + i)
     end
-    member = member + 1
+    count = count - redis.call('ZADD', key, 'NX', unpack(args))
+    member = member + n
   end
 end
 
@@ -167,7 +174,8 @@ layout). Every change leaves the bytes the module would leave, so a key can
 pass between the module and this library at any time.
 
 Only the slots a call needs are read: the header, then binary searches
-over GETRANGE reads, each slot read once per change. A value of at most
+over GETRANGE reads of blocks of slots, each read once per call (a write
+makes only the blocks it changed be read again). A value of at most
 READ_WHOLE_AT_MOST bytes is read whole, in one GET. Writes are SETRANGE of
 the bytes that change, SET KEEPTTL of a value written anew, UNLINK of an
 emptied log. ]]
@@ -177,6 +185,9 @@ local MIN_SLOTS = 8
 local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
 local HEAD_AT = 16
 local READ_WHOLE_AT_MOST = 1024
+-- Slots are read in blocks of this many: a binary search's last steps
+-- fall in one block, and its first ones in blocks other searches read.
+local BLOCK_SLOTS = 64
 -- Slots decoded or encoded per call of struct.unpack or struct.pack.
 local CHUNK = 128
 
@@ -285,34 +296,101 @@ end
 -- The compact log in `key`, which holds one (`exists`) or nothing.
 local function compact_log(key, exists)
   local log = {}
-  -- What has been read since the value last changed.
-  local whole, slots, layout, parsed
+  -- What has been read of the value, kept equal to the stored bytes
+  -- through every write: its length, the whole value (when small or
+  -- written here), its header, and blocks of slots.
+  local len, whole, header, blocks
+  -- The value parsed as a log, again after every change (as the module
+  -- parses it), from what has been read.
+  local layout, parsed
 
-  local function forget()
-    whole, slots, layout, parsed = nil, {}, nil, false
+  local function reread() len, whole, header, blocks = nil, nil, nil, {} end
+  local function reparse() layout, parsed = nil, false end
+  reread()
+  reparse()
+
+  -- `n` bytes from offset `at` (0-based).
+  local function read(at, n)
+    if whole then return string.sub(whole, at + 1, at + n) end
+    return redis.call('GETRANGE', key, at, at + n - 1)
   end
-  forget()
 
-  -- `len` bytes from offset `at` (0-based).
-  local function read(at, len)
-    if whole then return string.sub(whole, at + 1, at + len) end
-    return redis.call('GETRANGE', key, at, at + len - 1)
+  -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is
+  -- read whole by the same call.
+  local function value_len()
+    if not len then
+      local start = redis.call('GETRANGE', key, 0, READ_WHOLE_AT_MOST - 1)
+      if #start < READ_WHOLE_AT_MOST then
+        len, whole = #start, start
+      else
+        len = redis.call('STRLEN', key)
+        header = string.sub(start, 1, HEADER_LEN)
+        if len == #start then whole = start end
+      end
+    end
+    return len
   end
 
-  -- The slot at `index` as stored; 0 past the end.
+  -- The slot at `index` as stored; 0 past the end. Slots are read a
+  -- block at a time, and decoded one at a time.
   local function raw(index)
     if index >= layout.capacity then return 0 end
-    local value = slots[index]
-    if not value then
-      local bytes = read(HEADER_LEN + index * layout.width, layout.width)
-      if layout.width == 4 then
-        value = struct.unpack('<I4', bytes)
-      else
-        value = wide_slot(struct.unpack('<I4I4', bytes))
+    local width = layout.width
+    local bytes, at
+    if whole then
+      bytes, at = whole, HEADER_LEN + index * width + 1
+    else
+      local block = math.floor(index / BLOCK_SLOTS)
+      bytes = blocks[block]
+      if not bytes then
+        local first = block * BLOCK_SLOTS
+        local count = math.min(BLOCK_SLOTS, layout.capacity - first)
+        bytes = read(HEADER_LEN + first * width, count * width)
+        blocks[block] = bytes
       end
-      slots[index] = value
+      at = (index % BLOCK_SLOTS) * width + 1
     end
-    return value
+    if width == 4 then return (struct.unpack('<I4', bytes, at)) end
+    local low, high = struct.unpack('<I4I4', bytes, at)
+    return wide_slot(low, high)
+  end
+
+  -- Writes `bytes` at `at`, within the value, and keeps what was read
+  -- equal to what is stored.
+  local function write(at, bytes)
+    redis.call('SETRANGE', key, at, bytes)
+    local stop = at + #bytes
+    local function splice(old, from)
+      return string.sub(old, 1, at - from) .. bytes .. string.sub(old, stop - from + 1)
+    end
+    if whole then whole = splice(whole, 0) end
+    if header and at < HEADER_LEN then
+      header = string.sub(splice(header, 0), 1, HEADER_LEN)
+    end
+    if not whole and stop > HEADER_LEN then
+      local slot_bytes = layout.width * BLOCK_SLOTS
+      local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
+      for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
+        blocks[block] = nil
+      end
+    end
+    reparse()
+  end
+
+  -- The whole value written anew, keeping the key's expiry.
+  local function store(value)
+    redis.call('SET', key, value, 'KEEPTTL')
+    exists = true
+    reread()
+    len, whole = #value, value
+    reparse()
+  end
+
+  local function unlink()
+    redis.call('UNLINK', key)
+    exists = false
+    reread()
+    reparse()
   end
 
   -- The time of the slot at `index`, if it holds one.
@@ -325,10 +403,9 @@ local function compact_log(key, exists)
   -- Checks the header and the live range in O(log N), as the module does
   -- on every call; nil for bytes that are not a compact log.
   local function parse()
-    local len = redis.call('STRLEN', key)
+    local len = value_len()
     if len < MIN_LEN then return nil end
-    if len <= READ_WHOLE_AT_MOST then whole = redis.call('GET', key) end
-    local header = read(0, HEADER_LEN)
+    header = header or read(0, HEADER_LEN)
     local width = string.byte(header, 6)
     if string.sub(header, 1, 5) ~= 'SWLc\1' or (width ~= 4 and width ~= 8)
         or string.sub(header, 7, 8) ~= '\0\0' or string.sub(header, 21, 24) ~= '\0\0\0\0'
@@ -391,13 +468,6 @@ local function compact_log(key, exists)
     return times
   end
 
-  -- The whole value written anew, keeping the key's expiry.
-  local function store(value)
-    redis.call('SET', key, value, 'KEEPTTL')
-    exists = true
-    forget()
-  end
-
   -- Moves the head to the slot `pick` names: an emptied log goes, a dead
   -- prefix of more than half the value is reclaimed by writing the live
   -- entries anew, otherwise only the head changes.
@@ -406,15 +476,13 @@ local function compact_log(key, exists)
     local head = pick()
     if head == layout.head then return end
     if head == layout.stop then
-      redis.call('UNLINK', key)
-      exists = false
+      unlink()
     elseif head * 2 > layout.capacity then
       local times = entries_from(head)
       if times then store(encode(times, 0)) end
     else
-      redis.call('SETRANGE', key, HEAD_AT, struct.pack('<I4', head))
+      write(HEAD_AT, struct.pack('<I4', head))
     end
-    forget()
   end
 
   function log.len() return current() and live() or 0 end
@@ -455,15 +523,13 @@ local function compact_log(key, exists)
         local after = partition_point(#times, function(i) return times[i + 1] <= at end)
         store(encode(times, count, { time = at, count = count, after = after }))
       end
-      forget()
       return
     end
     local first = layout.head + count_through(at)
     local from = HEADER_LEN + first * width
     local moved = ''
     if first < layout.stop then moved = read(from, (layout.stop - first) * width) end
-    redis.call('SETRANGE', key, from, string.rep(pack_slot(stored, width), count) .. moved)
-    forget()
+    write(from, string.rep(pack_slot(stored, width), count) .. moved)
   end
 
   -- Every entry, each slot checked; nil if the value is not a compact log.
@@ -642,12 +708,11 @@ local function swl_check(keys, args)
   -- relative to the clock now: an absolute time that has just passed would
   -- delete the key at once (it lands 1 ms late only if a millisecond ticks
   -- between TIME and PEXPIRE). Redis propagates PEXPIRE as PEXPIREAT.
-  if redis.call('EXISTS', key) == 1 then
-    local current = redis.call('PEXPIRETIME', key)
-    if allowed or current == -1 or current < clock_ms + reply[5] then
-      local ttl = reply[5] - (server_clock() - clock_ms)
-      redis.call('PEXPIRE', key, num(math.max(1, ttl)))
-    end
+  -- PEXPIRETIME is -2 for no key (the log emptied), -1 for no expiry.
+  local current = redis.call('PEXPIRETIME', key)
+  if current ~= -2 and (allowed or current == -1 or current < clock_ms + reply[5]) then
+    local ttl = reply[5] - (server_clock() - clock_ms)
+    redis.call('PEXPIRE', key, num(math.max(1, ttl)))
   end
   return reply
 end
