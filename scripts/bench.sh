@@ -12,8 +12,11 @@
 #               the cost of trimming a 100,000-entry backlog in one call
 #   windows     the flagship multi-window check (an hour / 100,000 plus a
 #               minute / 5,000) against the function library on the same
-#               log, and the most expensive single calls: 1,000 windows on a
-#               100,000-entry log
+#               log, in both encodings, and the most expensive single calls
+#               of the module and the library: 1,000 windows on a
+#               100,000-entry log, the largest cost, entries out of order
+#   compact     the compact encoding against its targets, and the function
+#               library on compact logs beside the module
 # Usage: scripts/bench.sh [requests per throughput run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -202,6 +205,21 @@ multi_window() {
     swl=$(usec_per_call swl.check)
     library=$(usec_per_call fcall)
     printf '%-34s %10s %10s %10s\n' "hour/100,000 + minute/5,000" "$swl" "$library" "$(ratio "$library" "$swl")"
+    # The same entries as a compact log, written by the module and copied
+    # to the library's key.
+    cli config set swl.encoding compact >/dev/null
+    awk -v c="$clock" 'BEGIN {
+        for (i = 0; i < 45000; i++) printf "SWL.CHECK mw:cswl 3600000 1000000000 %.0f\r\n", c - 3590000 + int(i * 3529000 / 45000)
+        for (i = 0; i < 4900; i++) printf "SWL.CHECK mw:cswl 3600000 1000000000 %.0f\r\n", c - 59000 + int(i * 58000 / 4900)
+    }' | pipe_commands
+    cli config set swl.encoding zset >/dev/null
+    cli copy mw:cswl mw:cfn >/dev/null
+    cli config resetstat >/dev/null
+    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" SWL.CHECK mw:cswl 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" FCALL swl_check 1 mw:cfn 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+    swl=$(usec_per_call swl.check)
+    library=$(usec_per_call fcall)
+    printf '%-34s %10s %10s %10s\n' "the same, compact logs" "$swl" "$library" "$(ratio "$library" "$swl")"
 }
 
 # One call with 1,000 windows on a log of 100,001 entries (one a
@@ -240,12 +258,30 @@ worst_cases() {
     cli config resetstat >/dev/null
     for i in $(seq 1 5); do cli swl.check "cpt:cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
     printf '%-34s %10s\n' "compact: COST 100,000 admitted" "$(usec_per_call swl.check)"
+    # The function library on a copy of the same compact log.
+    cli copy wcc fwcc >/dev/null
+    worst_case "compact: FCALL swl_peek, 1,000 win." FCALL swl_peek 1 fwcc 100000 "$max" "$now" "${same[@]}"
+    worst_case "compact: FCALL swl_check, 1,000 den." FCALL swl_check 1 fwcc 100000 "$max" "$now" "${spread[@]}"
+    load_library compact
+    cli config resetstat >/dev/null
+    for i in $(seq 1 5); do cli fcall swl_check 1 "fcpt:cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
+    printf '%-34s %10s\n' "compact: FCALL swl_check, COST 100,000" "$(usec_per_call fcall)"
+    load_library zset
     # Times going backwards: each entry goes before all 100,001, moving
-    # every slot and propagating the moved bytes (O(N) per call).
+    # every slot and propagating the moved bytes (O(N) per call); before
+    # the log's base, the whole value is written anew.
     cli config resetstat >/dev/null
     for i in $(seq 1 20); do cli swl.check wcc 100000000 100000000 "$((base - i))" >/dev/null; done
     printf '%-34s %10s\n' "compact: entry older than all" "$(usec_per_call swl.check)"
+    cli config resetstat >/dev/null
+    for i in $(seq 1 5); do cli fcall swl_check 1 fwcc 100000000 100000000 "$((base - i))" >/dev/null; done
+    printf '%-34s %10s\n' "compact: FCALL, entry older than all" "$(usec_per_call fcall)"
     cli config set swl.encoding zset >/dev/null
+    # The library's costliest call: COST 100,000 on a sorted set is
+    # 100,000 ZADD calls from Lua.
+    cli config resetstat >/dev/null
+    cli fcall swl_check 1 "fcost" 60000 100000 '*' COST 100000 >/dev/null
+    printf '%-34s %10s\n' "FCALL swl_check, COST 100,000" "$(usec_per_call fcall)"
 }
 
 # The compact encoding against its targets, on the throughput workloads:
@@ -255,25 +291,37 @@ compact_speed() {
     local name=$1 keyspace=$2 limit=$3
     cli flushall >/dev/null
     cli config resetstat >/dev/null
-    local zadd lua swl
+    local zadd lua swl library
     zadd=$(rps "$keyspace" ZADD "zadd:$name:__rand_int__" 1 m)
     rps "$keyspace" PEXPIREAT "zadd:$name:__rand_int__" 9999999999999 >/dev/null
     lua=$(rps "$keyspace" EVALSHA "$sha" 1 "lua:$name:__rand_int__" 60000 "$limit")
     cli config set swl.encoding compact >/dev/null
+    load_library compact
     swl=$(rps "$keyspace" SWL.CHECK "cpt:$name:__rand_int__" 60000 "$limit" '*')
+    library=$(rps "$keyspace" FCALL swl_check 1 "fcpt:$name:__rand_int__" 60000 "$limit" '*')
     cli config set swl.encoding zset >/dev/null
-    local zadd_us pexpireat_us swl_us both_us
+    load_library zset
+    local zadd_us pexpireat_us swl_us both_us library_us
     zadd_us=$(usec_per_call zadd)
     pexpireat_us=$(usec_per_call pexpireat)
     swl_us=$(usec_per_call swl.check)
+    library_us=$(usec_per_call fcall)
     both_us=$(awk -v a="$zadd_us" -v b="$pexpireat_us" 'BEGIN { printf "%.2f", a + b }')
     printf '%-10s %10.0f %10.0f %10s %10s %10s %10s %10s %10s\n' "$name" "$swl" "$lua" "$(ratio "$swl" "$lua")" \
         "$swl_us" "$zadd_us" "$both_us" "$(ratio "$zadd_us" "$swl_us")" "$(ratio "$both_us" "$swl_us")"
+    library_compact+=("$(printf '%-10s %10.0f %10.0f %10s %10s %10s %10s' "$name" "$library" "$swl" "$(ratio "$swl" "$library")" \
+        "$library_us" "$swl_us" "$(ratio "$library_us" "$swl_us")")")
+}
+
+# The function library, creating new logs in the given encoding (its
+# ENCODING line, as the README shows).
+load_library() {
+    sed "s/^local ENCODING = 'zset'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
 }
 
 start_server
 sha=$(cli script load "$LUA")
-cli function load replace "$(cat scripts/swl.lua)" >/dev/null
+load_library zset
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
 echo
@@ -289,9 +337,14 @@ printf '%s\n' "${server_time[@]}"
 echo
 echo "Compact encoding: throughput (requests/s) and server time per call (microseconds)"
 printf '%-10s %10s %10s %10s %10s %10s %10s %10s %10s\n' workload compact Lua "vs Lua" "compact us" "ZADD us" "ZADD+PX us" "vs ZADD" "vs ZADD+PX"
+library_compact=()
 compact_speed admitted 100000 1000
 compact_speed denied 10 10
 echo "(targets: vs Lua >= 4; admitted vs ZADD+PX >= 1; denied vs ZADD >= 1)"
+echo
+echo "The function library on compact logs: throughput (requests/s) and server time per call (microseconds)"
+printf '%-10s %10s %10s %10s %10s %10s %10s\n' workload swl.lua SWL.CHECK "vs swl.lua" "swl.lua us" "SWL us" "vs swl.lua"
+printf '%s\n' "${library_compact[@]}"
 echo
 echo "Memory per tracked request (MEMORY USAGE / entries, bytes; targets for compact: <= 8 at 100, <= 5 at 1,000 and 10,000)"
 printf '%-10s %12s %12s %12s %12s %12s %13s\n' entries script "sorted set" compact "vs script" "cpt vs script" "zset enc."
