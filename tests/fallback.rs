@@ -116,14 +116,25 @@ enum Expiry {
 /// hour-long TTL or none: the made-up times give real TTLs of a few
 /// milliseconds, which must not run out between steps. Also says whether
 /// the server's clock stayed in one millisecond throughout.
-fn step(
-    con: &mut Connection,
-    keys: &Keys,
-    handed_to_module: bool,
+/// One step: the same call on three keys.
+struct Plan {
+    keys: Keys,
+    args: Vec<String>,
     peek: bool,
-    args: &[String],
+    /// Whether the keys lose their expiry afterwards, or get an hour.
     persist: bool,
-) -> ([Call; 3], bool) {
+    handed_to_module: bool,
+}
+
+fn step(con: &mut Connection, plan: &Plan) -> ([Call; 3], bool) {
+    let Plan {
+        keys,
+        args,
+        peek,
+        persist,
+        handed_to_module,
+    } = plan;
+    let (peek, persist, handed_to_module) = (*peek, *persist, *handed_to_module);
     let mut pipe = redis::pipe();
     pipe.atomic();
     for (key, module) in keys.all().into_iter().zip([true, false, handed_to_module]) {
@@ -198,18 +209,12 @@ fn restore(con: &mut Connection, key: &str, (_, dump, expiry): (String, Option<V
 /// Runs the step on the three keys. With `*` the three calls must read
 /// the same millisecond: if the clock ticked, the keys are put back and
 /// the step runs again.
-fn step_on_one_clock(
-    con: &mut Connection,
-    keys: &Keys,
-    handed_to_module: bool,
-    peek: bool,
-    args: &[String],
-    persist: bool,
-) -> [Call; 3] {
-    let star = args.iter().any(|arg| arg == "*");
+fn step_on_one_clock(con: &mut Connection, plan: &Plan) -> [Call; 3] {
+    let keys = &plan.keys;
+    let star = plan.args.iter().any(|arg| arg == "*");
     for _ in 0..100 {
         let before = keys.all().map(|key| snapshot(con, key.as_bytes()));
-        let (calls, one_clock) = step(con, keys, handed_to_module, peek, args, persist);
+        let (calls, one_clock) = step(con, plan);
         if one_clock || !star {
             return calls;
         }
@@ -369,11 +374,22 @@ fn differential(
         clock += rng.below(25);
         let damaged = foreign.is_some_and(|every| rng.below(every) == 0)
             && foreign_write(&mut con, &mut rng, &keys, encoding, (clock, n));
-        let args = random_args(&mut rng, clock, max_limit);
-        let peek = rng.below(5) == 0;
-        let persist = rng.below(3) == 0;
-        let handed_to_module = rng.below(2) == 0;
-        let done = step_on_one_clock(&mut con, &keys, handed_to_module, peek, &args, persist);
+        let plan = Plan {
+            keys,
+            args: random_args(&mut rng, clock, max_limit),
+            peek: rng.below(5) == 0,
+            persist: rng.below(3) == 0,
+            handed_to_module: rng.below(2) == 0,
+        };
+        let done = step_on_one_clock(&mut con, &plan);
+        let Plan {
+            keys,
+            args,
+            peek,
+            handed_to_module,
+            ..
+        } = &plan;
+        let (peek, handed_to_module) = (*peek, *handed_to_module);
         let context = format!(
             "{} step {n}: {args:?} peek={peek} handed to the module={handed_to_module}",
             encoding.name()
@@ -828,33 +844,24 @@ fn the_library_names_the_window_its_reply_describes() {
         let library = Server::with(Config::without_module());
         load_library(&library, encoding);
         let mut con = library.connect();
-        let args = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
-        let one = args(&["60000", "2", "1000"]);
-        assert_eq!(
-            call(&mut con, false, true, "w", &one),
-            Ok(vec![1, 2, 1, -1, 60000, 60000])
-        );
-        assert_eq!(
-            call(&mut con, false, false, "w", &one),
-            Ok(vec![1, 2, 1, -1, 60000, 60000])
-        );
-        let several = args(&["60000", "10", "1100", "WINDOW", "1000", "2"]);
-        assert_eq!(
-            call(&mut con, false, true, "w", &several),
-            Ok(vec![1, 2, 0, -1, 60000, 1000])
-        );
-        assert_eq!(
-            call(&mut con, false, false, "w", &several),
-            Ok(vec![1, 2, 0, -1, 60000, 1000])
-        );
-        assert_eq!(
-            call(&mut con, false, false, "w", &several),
-            Ok(vec![0, 2, 0, 900, 60000, 1000])
-        );
-        let long = args(&["60000", "2", "1200", "WINDOW", "1000", "2"]);
-        assert_eq!(
-            call(&mut con, false, true, "w", &long),
-            Ok(vec![0, 2, 0, 59800, 59900, 60000])
-        );
+        let one: &[&str] = &["60000", "2", "1000"];
+        let several: &[&str] = &["60000", "10", "1100", "WINDOW", "1000", "2"];
+        let long: &[&str] = &["60000", "2", "1200", "WINDOW", "1000", "2"];
+        // In order, on one key: (peek, arguments, reply).
+        let calls = [
+            (true, one, [1, 2, 1, -1, 60000, 60000]),
+            (false, one, [1, 2, 1, -1, 60000, 60000]),
+            (true, several, [1, 2, 0, -1, 60000, 1000]),
+            (false, several, [1, 2, 0, -1, 60000, 1000]),
+            (false, several, [0, 2, 0, 900, 60000, 1000]),
+            (true, long, [0, 2, 0, 59800, 59900, 60000]),
+        ];
+        for (peek, args, reply) in calls {
+            assert_eq!(
+                call(&mut con, false, peek, "w", &to_strings(args)),
+                Ok(reply.to_vec()),
+                "{args:?} peek={peek}"
+            );
+        }
     });
 }
