@@ -6,8 +6,8 @@ mod support;
 
 use redis::Connection;
 use support::{
-    check, contents, expire_time, for_each_encoding, scores, server_ms, start_replica,
-    wait_for_replicas, Config, Contents, Server, NEVER_MS,
+    check, contents, expire_time, first_five, for_each_encoding, load_library, scores, server_ms,
+    start_replica, wait_for_replicas, Config, Contents, Encoding, Server, NEVER_MS,
 };
 
 fn keys(con: &mut Connection) -> Vec<Vec<u8>> {
@@ -56,83 +56,119 @@ fn wait_for_short_logs_to_expire(con: &mut Connection, long_logs: i64) {
     }
 }
 
+/// SWL.CHECK, or FCALL swl_check through the function library: the first
+/// five integers of the reply (the sixth is checked).
+fn check_through(con: &mut Connection, library: bool, key: &str, args: &[&str]) -> [i64; 5] {
+    if !library {
+        return check(con, key, args);
+    }
+    let reply: Vec<i64> = redis::cmd("FCALL")
+        .arg("swl_check")
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("FCALL swl_check {key} {args:?} failed: {e}"));
+    first_five(&reply, args)
+}
+
+/// Through the module, and through the function library on a master
+/// without it: what reaches replicas is the same plain commands either way.
 #[test]
 fn replicas_hold_exactly_the_masters_entries_and_expiry() {
     for_each_encoding(|encoding| {
-        let master = Server::with(encoding.config());
-        let with_module = start_replica(&master, Config::default());
-        let without_module = start_replica(&master, Config::without_module());
-        let mut con = master.connect();
-
-        let mut outcomes = [0usize; 2];
-        for i in 0..3000u64 {
-            // Long logs live through the comparison; short ones expire meanwhile.
-            let long = format!("long:{}", i % 41);
-            // Each short log keeps to one clock: server-clock entries would be
-            // far in the future for explicit times and keep the log for years.
-            let short = format!("short:{}:{}", i % 8, i % 19);
-            let reply = match i % 8 {
-                // The server clock: replicas must get the master's time.
-                0 => check(&mut con, &long, &["600000", "6", "*"]),
-                1 => check(&mut con, &long, &["600000", "40", "*", "COST", "2"]),
-                // Explicit times, moving forward so old entries are trimmed.
-                2 => check(
-                    &mut con,
-                    &long,
-                    &["60000", "2", &(1000 + i * 40).to_string()],
-                ),
-                // Same millisecond, several at once.
-                3 => check(
-                    &mut con,
-                    &long,
-                    &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
-                ),
-                // Penalized denials cap the log by rank.
-                4 => check(
-                    &mut con,
-                    &long,
-                    &["20", "1", "*", "WINDOW", "600000", "3", "PENALIZE"],
-                ),
-                5 => check(
-                    &mut con,
-                    &long,
-                    &[
-                        "10",
-                        "2",
-                        &(1000 + i * 5).to_string(),
-                        "WINDOW",
-                        "600000",
-                        "5",
-                    ],
-                ),
-                6 => check(&mut con, &short, &["5", "2", "*"]),
-                _ => check(
-                    &mut con,
-                    &short,
-                    &["30", "3", &(1000 + i).to_string(), "COST", "2"],
-                ),
-            };
-            outcomes[reply[0] as usize] += 1;
+        for library in [false, true] {
+            eprintln!(
+                "-- through the {}",
+                if library { "library" } else { "module" }
+            );
+            replicate_a_mixed_run(encoding, library);
         }
-        assert!(
-            outcomes[0] > 300 && outcomes[1] > 300,
-            "a mix of admits and denials: {outcomes:?}"
-        );
-
-        wait_for_short_logs_to_expire(&mut con, 41);
-        assert!(
-            info_stat(&mut con, "expired_keys") > 0,
-            "logs expired during the run"
-        );
-        wait_for_replicas(&mut con, 2);
-        let expected = state(&mut con);
-        assert_eq!(expected.len(), 41);
-        assert!(expected
-            .iter()
-            .all(|(_, log, expiry)| !log.is_empty() && *expiry > 0));
-        assert_eq!(state(&mut with_module.connect()), expected);
-        assert_eq!(state(&mut without_module.connect()), expected);
     });
+}
+
+fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
+    let master = if library {
+        let master = Server::with(Config::without_module());
+        load_library(&master, encoding);
+        master
+    } else {
+        Server::with(encoding.config())
+    };
+    let with_module = start_replica(&master, Config::default());
+    let without_module = start_replica(&master, Config::without_module());
+    let mut con = master.connect();
+    let check =
+        |con: &mut Connection, key: &str, args: &[&str]| check_through(con, library, key, args);
+
+    let mut outcomes = [0usize; 2];
+    for i in 0..3000u64 {
+        // Long logs live through the comparison; short ones expire meanwhile.
+        let long = format!("long:{}", i % 41);
+        // Each short log keeps to one clock: server-clock entries would be
+        // far in the future for explicit times and keep the log for years.
+        let short = format!("short:{}:{}", i % 8, i % 19);
+        let reply = match i % 8 {
+            // The server clock: replicas must get the master's time.
+            0 => check(&mut con, &long, &["600000", "6", "*"]),
+            1 => check(&mut con, &long, &["600000", "40", "*", "COST", "2"]),
+            // Explicit times, moving forward so old entries are trimmed.
+            2 => check(
+                &mut con,
+                &long,
+                &["60000", "2", &(1000 + i * 40).to_string()],
+            ),
+            // Same millisecond, several at once.
+            3 => check(
+                &mut con,
+                &long,
+                &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
+            ),
+            // Penalized denials cap the log by rank.
+            4 => check(
+                &mut con,
+                &long,
+                &["20", "1", "*", "WINDOW", "600000", "3", "PENALIZE"],
+            ),
+            5 => check(
+                &mut con,
+                &long,
+                &[
+                    "10",
+                    "2",
+                    &(1000 + i * 5).to_string(),
+                    "WINDOW",
+                    "600000",
+                    "5",
+                ],
+            ),
+            6 => check(&mut con, &short, &["5", "2", "*"]),
+            _ => check(
+                &mut con,
+                &short,
+                &["30", "3", &(1000 + i).to_string(), "COST", "2"],
+            ),
+        };
+        outcomes[reply[0] as usize] += 1;
+    }
+    assert!(
+        outcomes[0] > 300 && outcomes[1] > 300,
+        "a mix of admits and denials: {outcomes:?}"
+    );
+
+    wait_for_short_logs_to_expire(&mut con, 41);
+    assert!(
+        info_stat(&mut con, "expired_keys") > 0,
+        "logs expired during the run"
+    );
+    wait_for_replicas(&mut con, 2);
+    let expected = state(&mut con);
+    assert_eq!(expected.len(), 41);
+    assert!(expected
+        .iter()
+        .all(|(_, log, expiry)| !log.is_empty() && *expiry > 0));
+    assert_eq!(state(&mut with_module.connect()), expected);
+    assert_eq!(state(&mut without_module.connect()), expected);
 }
 
 #[test]
