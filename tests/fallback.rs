@@ -36,6 +36,10 @@ fn call(
     reply.map_err(|e| error_text(&e))
 }
 
+fn to_strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
 /// SWL.ENTRIES or FCALL swl_entries, as the server replied.
 fn entries_reply(con: &mut Connection, module: bool, key: &str) -> Result<Value, String> {
     let mut cmd = if module {
@@ -504,7 +508,7 @@ fn the_library_reports_the_same_errors() {
         &["1000", "5", "1", "BOGUS"],
     ];
     for args in cases {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let args = to_strings(args);
         let expected = call(&mut module.connect(), true, false, "k", &args);
         assert!(expected.is_err(), "{args:?}");
         assert_eq!(
@@ -520,7 +524,7 @@ fn the_library_reports_the_same_errors() {
             .query(&mut server.connect())
             .unwrap();
     }
-    let args: Vec<String> = ["1000", "5", "1"].map(String::from).to_vec();
+    let args = to_strings(&["1000", "5", "1"]);
     for peek in [false, true] {
         let expected = call(&mut module.connect(), true, peek, "s", &args);
         assert_eq!(
@@ -580,10 +584,6 @@ fn on_both(con: &mut Connection, value: &[u8], args: &[&str]) -> [(Replies, Vec<
 }
 
 type Replies = Vec<Result<Value, String>>;
-
-fn to_strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
-}
 
 #[test]
 fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
@@ -763,7 +763,7 @@ fn the_library_takes_the_server_clock_for_star_and_creates_logs_as_set() {
         let library = Server::with(Config::without_module());
         load_library(&library, encoding);
         let mut con = library.connect();
-        let args: Vec<String> = ["60000", "5", "*", "COST", "2"].map(String::from).to_vec();
+        let args = to_strings(&["60000", "5", "*", "COST", "2"]);
         let before = server_ms(&mut con);
         assert_eq!(
             call(&mut con, false, false, "now", &args),
@@ -806,7 +806,7 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
     let module = Server::start();
     let library = Server::with(Config::without_module());
     load_library(&library, Encoding::Zset);
-    let args: Vec<String> = ["1000", "5", "*"].map(String::from).to_vec();
+    let args = to_strings(&["1000", "5", "*"]);
     for (server, is_module) in [(&module, true), (&library, false)] {
         let mut con = server.connect();
         let _: i64 = redis::cmd("ZADD")

@@ -7,7 +7,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Connection;
-use support::{check, contents, expire_time, for_each_encoding, Contents, Server};
+use support::{
+    check, contents, expire_time, for_each_encoding, Config, Contents, Encoding, Server,
+};
 
 type State = Vec<(Vec<u8>, Contents, i64)>;
 
@@ -94,14 +96,18 @@ fn wait_for_rewrite(con: &mut Connection) {
     }
 }
 
+/// A server with the module that logs every write to its AOF at once.
+fn aof_config(encoding: Encoding) -> Config {
+    encoding
+        .config()
+        .arg("appendonly", "yes")
+        .arg("appendfsync", "always")
+}
+
 #[test]
 fn aof_restart_keeps_every_entry_and_expiry() {
     for_each_encoding(|encoding| {
-        let config = encoding
-            .config()
-            .arg("appendonly", "yes")
-            .arg("appendfsync", "always");
-        let mut server = Server::with(config);
+        let mut server = Server::with(aof_config(encoding));
         workload(&mut server.connect());
         assert_restart_keeps_everything(&mut server);
     });
@@ -110,11 +116,7 @@ fn aof_restart_keeps_every_entry_and_expiry() {
 #[test]
 fn aof_rewrite_then_restart_keeps_every_entry_and_expiry() {
     for_each_encoding(|encoding| {
-        let config = encoding
-            .config()
-            .arg("appendonly", "yes")
-            .arg("appendfsync", "always");
-        let mut server = Server::with(config);
+        let mut server = Server::with(aof_config(encoding));
         let mut con = server.connect();
         workload(&mut con);
         let _: String = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
