@@ -198,10 +198,15 @@ local function wide_slot(low, high)
   return high * TWO_32 + low
 end
 
+-- A number below 2^53 as its low and high 32 bits, as 8-byte fields hold it.
+local function halves_of(value)
+  local low = value % TWO_32
+  return low, (value - low) / TWO_32
+end
+
 local function pack_slot(stored, width)
   if width == 4 then return struct.pack('<I4', stored) end
-  local low = stored % TWO_32
-  return struct.pack('<I4I4', low, (stored - low) / TWO_32)
+  return struct.pack('<I4I4', halves_of(stored))
 end
 
 -- The `count` slots at the start of `bytes` as numbers.
@@ -231,9 +236,8 @@ local function encode_slots(times, first, last, base, width, out)
       if width == 4 then
         values[#values + 1] = stored
       else
-        local low = stored % TWO_32
-        values[#values + 1] = low
-        values[#values + 1] = (stored - low) / TWO_32
+        local filled = #values
+        values[filled + 1], values[filled + 2] = halves_of(stored)
       end
     end
     out[#out + 1] = struct.pack('<' .. string.rep('I4', #values), unpack(values))
@@ -281,9 +285,8 @@ local function encode(times, spare, insert)
   local span = newest and (newest - base + 1) or 0
   local width = span <= TWO_32 - 1 and 4 or 8
   local slots = slots_filling_allocation(n + math.max(math.floor(n / 8), spare, 4), width)
-  local low = base % TWO_32
   local out = { 'SWLc\1', string.char(width), '\0\0',
-    struct.pack('<I4I4', low, (base - low) / TWO_32), string.rep('\0', 8) }
+    struct.pack('<I4I4', halves_of(base)), string.rep('\0', 8) }
   encode_slots(times, 1, after, base, width, out)
   if added > 0 then
     out[#out + 1] = string.rep(pack_slot(insert.time - base + 1, width), added)
@@ -360,12 +363,12 @@ local function compact_log(key, exists)
   local function write(at, bytes)
     redis.call('SETRANGE', key, at, bytes)
     local stop = at + #bytes
-    local function splice(old, from)
-      return string.sub(old, 1, at - from) .. bytes .. string.sub(old, stop - from + 1)
+    local function splice(old)
+      return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
     end
-    if whole then whole = splice(whole, 0) end
+    if whole then whole = splice(whole) end
     if header and at < HEADER_LEN then
-      header = string.sub(splice(header, 0), 1, HEADER_LEN)
+      header = string.sub(splice(header), 1, HEADER_LEN)
     end
     if not whole and stop > HEADER_LEN then
       local slot_bytes = layout.width * BLOCK_SLOTS
