@@ -176,7 +176,7 @@ pass between the module and this library at any time.
 Only the slots a call needs are read: the header, then binary searches
 over GETRANGE reads of blocks of slots, each read once per call (a write
 makes only the blocks it changed be read again). A value of at most
-READ_WHOLE_AT_MOST bytes is read whole, in one GET. Writes are SETRANGE of
+READ_WHOLE_AT_MOST bytes is read whole, in one GETRANGE. Writes are SETRANGE of
 the bytes that change, SET KEEPTTL of a value written anew, UNLINK of an
 emptied log. ]]
 
