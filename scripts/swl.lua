@@ -1,13 +1,14 @@
 #!lua name=swl
 --[[
 redis-swl without the module: a Redis Functions library (Redis 7+) with the
-same arguments, replies, errors and key contents as SWL.CHECK, SWL.PEEK and
-SWL.ENTRIES, for servers that cannot load modules. It reads and writes both
+same arguments, replies, errors and key contents as SWL.CHECK, SWL.PEEK,
+SWL.REFUND and SWL.ENTRIES, for servers that cannot load modules. It reads and writes both
 encodings of a log, sorted sets and compact logs, as the module does.
 
   redis-cli FUNCTION LOAD REPLACE "$(cat scripts/swl.lua)"
   FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
   FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+  FCALL swl_refund  1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
   FCALL swl_entries 1 key
 
 A compact log is left with the same bytes as the module leaves; in a sorted
@@ -153,6 +154,11 @@ local function zset_log(key, clock)
     local excess = redis.call('ZCARD', key) - max_entries
     if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
   end
+  function log.drop_newest(count)
+    redis.call('ZREMRANGEBYRANK', key, -count, -1)
+  end
+  -- A sorted set is never found damaged.
+  function log.finish() return true end
   -- Every entry as SWL.ENTRIES replies it: integers where whole, as ZRANGE
   -- shows a score otherwise (fractional, infinite).
   function log.entries()
@@ -306,6 +312,12 @@ local function compact_log(key, exists)
   -- The value parsed as a log, again after every change (as the module
   -- parses it), from what has been read.
   local layout, parsed
+  -- A head moved but not yet written: a later change of the call may find
+  -- the value damaged, and the call must then leave it as it was.
+  local head_pending
+  -- A change found bytes that are not a compact log (slots another writer
+  -- changed, which a call reads only in part): nothing more is written.
+  local damaged = false
 
   local function reread() len, whole, header, blocks = nil, nil, nil, {} end
   local function reparse() layout, parsed = nil, false end
@@ -358,10 +370,8 @@ local function compact_log(key, exists)
     return wide_slot(low, high)
   end
 
-  -- Writes `bytes` at `at`, within the value, and keeps what was read
-  -- equal to what is stored.
-  local function write(at, bytes)
-    redis.call('SETRANGE', key, at, bytes)
+  -- Makes what was read show `bytes` at `at`, as the value will hold them.
+  local function overlay(at, bytes)
     local stop = at + #bytes
     local function splice(old)
       return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
@@ -380,8 +390,24 @@ local function compact_log(key, exists)
     reparse()
   end
 
+  local function write_pending_head()
+    if head_pending then
+      redis.call('SETRANGE', key, HEAD_AT, head_pending)
+      head_pending = nil
+    end
+  end
+
+  -- Writes `bytes` at `at`, within the value, and keeps what was read
+  -- equal to what is stored.
+  local function write(at, bytes)
+    write_pending_head()
+    redis.call('SETRANGE', key, at, bytes)
+    overlay(at, bytes)
+  end
+
   -- The whole value written anew, keeping the key's expiry.
   local function store(value)
+    head_pending = nil
     redis.call('SET', key, value, 'KEEPTTL')
     exists = true
     reread()
@@ -390,6 +416,7 @@ local function compact_log(key, exists)
   end
 
   local function unlink()
+    head_pending = nil
     redis.call('UNLINK', key)
     exists = false
     reread()
@@ -438,6 +465,15 @@ local function compact_log(key, exists)
     return layout
   end
 
+  -- Whether a change may go ahead on an existing log: not after one found
+  -- the value damaged, and not on bytes that no longer parse (which marks
+  -- them damaged).
+  local function changeable()
+    if damaged or not exists then return false end
+    if not current() then damaged = true end
+    return not damaged
+  end
+
   local function live() return layout.stop - layout.head end
 
   -- Live entries at or before `t`: a binary search.
@@ -475,16 +511,17 @@ local function compact_log(key, exists)
   -- prefix of more than half the value is reclaimed by writing the live
   -- entries anew, otherwise only the head changes.
   local function move_head(pick)
-    if not current() then return end
+    if not changeable() then return end
     local head = pick()
     if head == layout.head then return end
     if head == layout.stop then
       unlink()
     elseif head * 2 > layout.capacity then
       local times = entries_from(head)
-      if times then store(encode(times, 0)) end
+      if times then store(encode(times, 0)) else damaged = true end
     else
-      write(HEAD_AT, struct.pack('<I4', head))
+      head_pending = struct.pack('<I4', head)
+      overlay(HEAD_AT, head_pending)
     end
   end
 
@@ -512,20 +549,22 @@ local function compact_log(key, exists)
   -- the base or past the slot width, the value is written anew with room
   -- for an eighth more.
   function log.record(at, count)
-    if not exists then
+    if not exists and not damaged then
       store(encode({}, 0, { time = at, count = count, after = 0 }))
       return
     end
-    if not current() then return end
+    if not changeable() then return end
     local width = layout.width
     local stored = at + 1 - layout.base
     local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
     if not fits or layout.capacity - layout.stop < count then
       local times = entries_from(layout.head)
-      if times then
-        local after = partition_point(#times, function(i) return times[i + 1] <= at end)
-        store(encode(times, count, { time = at, count = count, after = after }))
+      if not times then
+        damaged = true
+        return
       end
+      local after = partition_point(#times, function(i) return times[i + 1] <= at end)
+      store(encode(times, count, { time = at, count = count, after = after }))
       return
     end
     local first = layout.head + count_through(at)
@@ -533,6 +572,28 @@ local function compact_log(key, exists)
     local moved = ''
     if first < layout.stop then moved = read(from, (layout.stop - first) * width) end
     write(from, string.rep(pack_slot(stored, width), count) .. moved)
+  end
+
+  -- The `count` newest entries go: their slots are freed; all of them,
+  -- the key.
+  function log.drop_newest(count)
+    if not changeable() then return end
+    local n = live()
+    if n == 0 then return end
+    if count >= n then
+      unlink()
+    else
+      local width = layout.width
+      write(HEADER_LEN + (layout.stop - count) * width, string.rep('\0', count * width))
+    end
+  end
+
+  -- Ends the call's changes: false if one found the value damaged, which
+  -- is then left as it was; otherwise a moved head is written.
+  function log.finish()
+    if damaged then return false end
+    write_pending_head()
+    return true
   end
 
   -- Every entry, each slot checked; nil if the value is not a compact log.
@@ -702,8 +763,11 @@ local function swl_check(keys, args)
     cap = largest_limit(windows)
     recorded = math.min(cost, math.max(0, cap - log.count_above(now)))
   end
+  -- Capped first, keeping room for what is recorded: the same entries as
+  -- recording then capping, as the module does it.
+  if cap then log.cap_to(cap - recorded) end
   if recorded > 0 then log.record(now, recorded) end
-  if cap then log.cap_to(cap) end
+  if not log.finish() then return redis.error_reply(ERR_WRONGTYPE) end
   local reply = verdict(log, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
   -- call's clock + reset_after_ms. An admit sets that; a denial only
@@ -720,16 +784,42 @@ local function swl_check(keys, args)
   return reply
 end
 
-local function swl_peek(keys, args)
-  local clock_ms = server_clock()
-  local request, log = prepare(keys, args, 'swl.peek')
-  if not request then return log end
-  local windows, cost = request.windows, request.cost
-  local now = request.now == '*' and clock_ms or request.now
+-- What a check would reply now, changing nothing.
+local function peek_reply(log, windows, now, cost)
   local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
   local after = counts_after(before, allowed and cost or 0, nil)
   return verdict(log, windows, after, now, cost, allowed, allowed)
+end
+
+local function swl_peek(keys, args)
+  local clock_ms = server_clock()
+  local request, log = prepare(keys, args, 'swl.peek')
+  if not request then return log end
+  local now = request.now == '*' and clock_ms or request.now
+  return peek_reply(log, request.windows, now, request.cost)
+end
+
+local function swl_refund(keys, args)
+  local clock_ms, clock = server_clock()
+  local request, log = prepare(keys, args, 'swl.refund', clock)
+  if not request then return log end
+  local key = keys[1]
+  local now = request.now == '*' and clock_ms or request.now
+  local windows, cost = request.windows, request.cost
+  local wide = widest(windows)
+  log.trim_through(now - wide.ms)
+  log.drop_newest(cost)
+  if not log.finish() then return redis.error_reply(ERR_WRONGTYPE) end
+  -- As after an admitted check: the key goes when its newest entry leaves
+  -- the window (the reply's reset counts a request not recorded).
+  if redis.call('PEXPIRETIME', key) ~= -2 then
+    local newest = log.score_at(log.len() - 1)
+    local lives = (newest and newest > now - wide.ms) and ms_until_left(newest, wide.ms, now) or 0
+    local ttl = lives - (server_clock() - clock_ms)
+    redis.call('PEXPIRE', key, num(math.max(1, ttl)))
+  end
+  return peek_reply(log, windows, now, cost)
 end
 
 local function swl_entries(keys, args)
@@ -745,4 +835,6 @@ end
 
 redis.register_function { function_name = 'swl_check', callback = swl_check }
 redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags = { 'no-writes' } }
+-- A refund only frees memory, so it runs when the server is out of it.
+redis.register_function { function_name = 'swl_refund', callback = swl_refund, flags = { 'allow-oom' } }
 redis.register_function { function_name = 'swl_entries', callback = swl_entries, flags = { 'no-writes' } }

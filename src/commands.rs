@@ -20,10 +20,10 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Check, &args)?;
         let clock = server_time_ms();
-        Ok(match open_log(ctx, &args[1], Access::Write)? {
+        match open_log(ctx, &args[1], Access::Write)? {
             LogKey::Zset(mut key) => check_log(&mut key, &request, clock),
             LogKey::Compact(mut key) => check_log(&mut key, &request, clock),
-        })
+        }
     });
     if let Ok(reply) = &outcome {
         stats::count_check(reply.allowed);
@@ -31,18 +31,57 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     respond(ctx, outcome)
 }
 
-fn check_log(key: &mut impl StoredLog, request: &Request, clock: u64) -> Verdict {
+fn check_log(key: &mut impl StoredLog, request: &Request, clock: u64) -> Result<Verdict, SwlError> {
     let now = moment(request, clock);
     let reply = window::check(key, &request.windows, now, request.cost, request.penalize);
-    // The key lives at least until its newest entry leaves the window, on
-    // the server's clock. Checks in the same millisecond on a busy key
-    // compute the same expiry: setting and propagating it again would
-    // change nothing.
+    finish(key, reply.allowed, clock, reply.reset_after_ms)?;
+    Ok(reply)
+}
+
+/// SWL.REFUND key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+///
+/// Trims the log as SWL.CHECK would, gives back up to `cost` of its newest
+/// entries, and replies what SWL.PEEK with the same arguments replies now.
+pub fn refund(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let outcome = guarded(|| {
+        let request = parse(Command::Refund, &args)?;
+        let clock = server_time_ms();
+        match open_log(ctx, &args[1], Access::Write)? {
+            LogKey::Zset(mut key) => refund_log(&mut key, &request, clock),
+            LogKey::Compact(mut key) => refund_log(&mut key, &request, clock),
+        }
+    });
+    if outcome.is_ok() {
+        stats::count_refund();
+    }
+    respond(ctx, outcome)
+}
+
+fn refund_log(
+    key: &mut impl StoredLog,
+    request: &Request,
+    clock: u64,
+) -> Result<Verdict, SwlError> {
+    let now = moment(request, clock);
+    let reply = window::refund(key, &request.windows, now, request.cost);
+    // As after an admitted check: the key goes when its newest entry
+    // leaves the window (the reply's reset counts a request not recorded).
+    let lives = window::newest_leaves_after(key, &request.windows, now);
+    finish(key, true, clock, lives)?;
+    Ok(reply)
+}
+
+/// Ends a call that may have changed the log: the key lives at least until
+/// its newest entry leaves the window (`lives` ms), on the server's clock;
+/// `settled` (an admitted check, a refund) sets exactly that, otherwise
+/// the expiry is only lengthened. Calls in the same millisecond on a busy
+/// key compute the same expiry: setting and propagating it again would
+/// change nothing.
+fn finish(key: &mut impl StoredLog, settled: bool, clock: u64, lives: i64) -> Result<(), SwlError> {
     let current = key.expire_at();
-    let target = (clock as i64).saturating_add(reply.reset_after_ms);
-    let at = expiry_after(reply.allowed, current, target);
-    key.finish((current != Some(at)).then_some(at));
-    reply
+    let target = (clock as i64).saturating_add(lives);
+    let at = expiry_after(settled, current, target);
+    key.finish((current != Some(at)).then_some(at))
 }
 
 /// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...

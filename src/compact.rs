@@ -29,7 +29,7 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 24;
 const WIDTH_AT: usize = 5;
 const BASE_AT: Range<usize> = 8..16;
-const HEAD_AT: Range<usize> = 16..20;
+pub const HEAD_AT: Range<usize> = 16..20;
 /// A value never has fewer slots than this: it keeps every compact log
 /// longer than the 44 bytes Redis stores in its embedded encoding, which
 /// reading in place would convert.
@@ -234,6 +234,26 @@ pub fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError>
 pub fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
     let keep = usize::try_from(max_entries).unwrap_or(usize::MAX);
     move_head(value, |log| log.end - log.len().min(keep))
+}
+
+/// Removes the `count` newest entries by freeing their slots (the newest
+/// are the last live ones), O(count); removing them all empties the log.
+pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> {
+    let (first, end, width) = {
+        let log = Log::parse(value)?;
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        if count >= log.len() {
+            return Ok(if log.len() == 0 {
+                Change::Nothing
+            } else {
+                Change::Emptied
+            });
+        }
+        (log.end - count, log.end, log.width)
+    };
+    let range = HEADER_LEN + first * width..HEADER_LEN + end * width;
+    value[range.clone()].fill(0);
+    Ok(Change::InPlace(range))
 }
 
 /// Moves the head to the index `to` picks (within the live slots).
@@ -449,6 +469,17 @@ mod tests {
             self.apply(before, change);
         }
 
+        fn drop_newest(&mut self, count: u64) {
+            let Some(value) = self.value.as_mut() else {
+                return;
+            };
+            let before = Some(value.clone());
+            let change = drop_newest(value, count).unwrap();
+            let keep = self.reference.len().saturating_sub(count as usize);
+            self.reference.truncate(keep);
+            self.apply(before, change);
+        }
+
         fn check(&self, context: &str) {
             let Some(value) = &self.value else {
                 assert!(self.reference.is_empty(), "{context}");
@@ -493,6 +524,15 @@ mod tests {
         let change = record(Some(&mut value), 12, 2).unwrap();
         assert_eq!(change, Change::InPlace(28..36));
         assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![10, 12, 12]));
+    }
+
+    #[test]
+    fn giving_back_the_newest_frees_their_slots_and_all_of_them_empties() {
+        let mut value = encode(&[10, 11, 12, 13], 0);
+        assert_eq!(drop_newest(&mut value, 2), Ok(Change::InPlace(32..40)));
+        assert!(value[32..].iter().all(|&b| b == 0));
+        assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![10, 11]));
+        assert_eq!(drop_newest(&mut value, 2), Ok(Change::Emptied));
     }
 
     #[test]
@@ -564,7 +604,11 @@ mod tests {
                         let most = if rng.below(10) == 0 { 60 } else { 3 };
                         pair.record(time, 1 + rng.below(most));
                     }
-                    5..=7 => pair.trim_through(clock as i64 - rng.below(200) as i64),
+                    5..=6 => pair.trim_through(clock as i64 - rng.below(200) as i64),
+                    7 => {
+                        let most = if rng.below(8) == 0 { 60 } else { 3 };
+                        pair.drop_newest(1 + rng.below(most))
+                    }
                     _ => pair.cap_to(rng.below(40)),
                 }
                 pair.check(&context);
@@ -595,9 +639,10 @@ mod tests {
             if let Ok(log) = Log::parse(&bytes) {
                 let _ = (log.entries(), log.count_above(250), log.time_at(1));
                 for _ in 0..3 {
-                    let _ = match rng.below(3) {
+                    let _ = match rng.below(4) {
                         0 => trim_through(&mut bytes, rng.below(500) as i64),
                         1 => cap_to(&mut bytes, rng.below(5)),
+                        2 => drop_newest(&mut bytes, rng.below(5)),
                         _ => record(Some(&mut bytes), rng.below(600), 1 + rng.below(3)),
                     };
                 }

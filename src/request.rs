@@ -20,6 +20,7 @@ pub enum Now {
 pub enum Command {
     Check,
     Peek,
+    Refund,
 }
 
 /// `key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
@@ -296,11 +297,13 @@ mod tests {
     fn penalize_is_for_check_only() {
         let args = ["k", "1000", "10", "0", "PENALIZE"];
         assert_eq!(parse(&args).map(|r| r.penalize), Ok(true));
-        assert_eq!(parse_as(Command::Peek, &args), Err(SwlError::Syntax));
-        let peek = parse_as(
-            Command::Peek,
-            &["k", "1000", "10", "0", "COST", "2", "WINDOW", "1", "1"],
-        );
-        assert_eq!(peek.map(|r| (r.cost, r.windows.len())), Ok((2, 2)));
+        for command in [Command::Peek, Command::Refund] {
+            assert_eq!(parse_as(command, &args), Err(SwlError::Syntax));
+            let other = parse_as(
+                command,
+                &["k", "1000", "10", "0", "COST", "2", "WINDOW", "1", "1"],
+            );
+            assert_eq!(other.map(|r| (r.cost, r.windows.len())), Ok((2, 2)));
+        }
     }
 }

@@ -9,6 +9,7 @@ static CHECKS: AtomicU64 = AtomicU64::new(0);
 static ADMITTED: AtomicU64 = AtomicU64::new(0);
 static DENIED: AtomicU64 = AtomicU64::new(0);
 static PEEKS: AtomicU64 = AtomicU64::new(0);
+static REFUNDS: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// A SWL.CHECK that replied with a verdict.
@@ -23,7 +24,12 @@ pub fn count_peek() {
     PEEKS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Either command replying with an error.
+/// A SWL.REFUND that replied with a verdict.
+pub fn count_refund() {
+    REFUNDS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Any command replying with an error.
 pub fn count_error() {
     ERRORS.fetch_add(1, Ordering::Relaxed);
 }
@@ -39,6 +45,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         .field("admitted", read(&ADMITTED))?
         .field("denied", read(&DENIED))?
         .field("peeks", read(&PEEKS))?
+        .field("refunds", read(&REFUNDS))?
         .field("errors", read(&ERRORS))?
         .build_section()?
         .build_info()?;

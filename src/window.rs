@@ -257,6 +257,8 @@ pub trait LogWriter: ScoreLog {
     fn record(&mut self, at: u64, count: u64);
     /// Drops the oldest entries until at most `max_entries` are left.
     fn cap_to(&mut self, max_entries: u64);
+    /// Removes the `count` newest entries (all of them if fewer).
+    fn drop_newest(&mut self, count: u64);
 }
 
 /// SWL.CHECK on a log: trims it to the widest window, admits the request
@@ -283,14 +285,33 @@ pub fn check(
     } else {
         (0, None)
     };
+    // Capping first to leave room for what is recorded keeps the same
+    // entries as recording then capping (what is recorded at `now` is
+    // among the newest `cap`), and leaves recording as the last change, so
+    // no change follows one that moved slots.
+    if let Some(cap) = cap {
+        log.cap_to(cap - recorded);
+    }
     if recorded > 0 {
         log.record(now, recorded);
     }
-    if let Some(cap) = cap {
-        log.cap_to(cap);
-    }
     let after = counts_after(&before, recorded, cap);
     verdict(log, windows, &after, now, cost, allowed, false)
+}
+
+/// SWL.REFUND on a log: trims it as `check` would, gives back up to `cost`
+/// of its newest entries, and replies what `peek` replies afterwards.
+pub fn refund(log: &mut impl LogWriter, windows: &[Window], now: u64, cost: u64) -> Verdict {
+    log.trim_through(widest(windows).floor(now));
+    log.drop_newest(cost);
+    peek(log, windows, now, cost)
+}
+
+/// Until the newest entry in the widest window leaves it (0 if none is
+/// in it): how long the log must live, whatever a reply says of a request
+/// not yet recorded.
+pub fn newest_leaves_after(log: &impl ScoreLog, windows: &[Window], now: u64) -> i64 {
+    reset_after(log, widest(windows), now, false)
 }
 
 /// SWL.PEEK on a log: the reply `check` would give, changing nothing.
@@ -342,6 +363,10 @@ pub(crate) mod tests {
         fn cap_to(&mut self, max_entries: u64) {
             let excess = self.0.len().saturating_sub(max_entries as usize);
             self.0.drain(..excess);
+        }
+        fn drop_newest(&mut self, count: u64) {
+            let keep = self.0.len().saturating_sub(count as usize);
+            self.0.truncate(keep);
         }
     }
 
@@ -669,6 +694,63 @@ pub(crate) mod tests {
                     expected,
                     "{context}"
                 );
+                assert_eq!(log, VecLog::of(&reference), "log after {context}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refund_trims_then_gives_back_the_newest_entries() {
+        let mut log = VecLog::of(&[100, 900, 1500, 1500, 1600]);
+        // At 2000 the entry at 900 is gone (<= 2000 - 1100): it is trimmed,
+        // not given back.
+        let v = refund(&mut log, &[w(1100, 4)], 2000, 1);
+        assert_eq!(log, VecLog::of(&[1500, 1500]));
+        assert_eq!(v, peek(&log, &[w(1100, 4)], 2000, 1));
+        // The reply counts the request it asks about at `now`; the log
+        // itself lives until its newest entry leaves.
+        assert!(v.allowed);
+        assert_eq!((v.remaining, v.reset_after_ms), (1, 1100));
+        assert_eq!(newest_leaves_after(&log, &[w(1100, 4)], 2000), 600);
+    }
+
+    #[test]
+    fn a_refund_of_more_than_the_log_holds_empties_it() {
+        let mut log = VecLog::of(&[10, 20]);
+        let v = refund(&mut log, &[W], 30, 5);
+        assert_eq!(log, VecLog::default());
+        assert_eq!(v, peek(&VecLog::default(), &[W], 30, 5));
+        assert_eq!(newest_leaves_after(&log, &[W], 30), 0);
+    }
+
+    #[test]
+    fn checks_and_refunds_agree_with_the_rules_read_off_the_whole_log() {
+        let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+        for round in 0..2000 {
+            let mut reference: Vec<u64> = Vec::new();
+            let mut log = VecLog::default();
+            for step in 0..10 {
+                let windows: Vec<Window> = (0..1 + rng.below(3))
+                    .map(|_| w(1 + rng.below(120), rng.below(12)))
+                    .collect();
+                let now = 100 + rng.below(150);
+                let cost = 1 + rng.below(5);
+                let context = format!(
+                    "round {round} step {step}: {reference:?} {windows:?} now {now} cost {cost}"
+                );
+                if rng.below(2) == 0 {
+                    let expected =
+                        reference_check(&mut reference, &windows, now, cost, false, false);
+                    assert_eq!(check(&mut log, &windows, now, cost, false), expected);
+                } else {
+                    let floor = widest(&windows).floor(now);
+                    reference.retain(|&s| s as i64 > floor);
+                    let keep = reference.len().saturating_sub(cost as usize);
+                    reference.truncate(keep);
+                    let expected =
+                        reference_check(&mut reference.clone(), &windows, now, cost, false, true);
+                    assert_eq!(refund(&mut log, &windows, now, cost), expected, "{context}");
+                }
                 assert_eq!(log, VecLog::of(&reference), "log after {context}");
             }
         }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{check, check_error, for_each_encoding, snapshot, Encoding, Rng, Server};
+use support::{check, command_error, for_each_encoding, snapshot, Encoding, Rng, Server};
 
 const MAX: &str = "9007199254740991";
 const OVER: &str = "9007199254740992";
@@ -12,6 +12,9 @@ const LIMIT_ERR: &str = "ERR limit must be an integer from 0 to 9007199254740991
 const NOW_ERR: &str = "ERR now_ms must be an integer from 0 to 9007199254740991, or *";
 const COST_ERR: &str = "ERR cost must be an integer from 1 to 100000";
 const ARITY_ERR: &str = "ERR wrong number of arguments for 'swl.check' command";
+/// The commands that change a log take the same arguments (PENALIZE aside)
+/// and fail alike: every case below runs on each.
+const WRITERS: [&str; 2] = ["SWL.CHECK", "SWL.REFUND"];
 const SYNTAX_ERR: &str = "ERR syntax error";
 const WRONGTYPE_ERR: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -37,9 +40,20 @@ const MALFORMED: &[&[u8]] = &[
 
 fn assert_error_leaves_key(server: &Server, args: &[&[u8]], expected: &str) {
     let mut con = server.connect();
-    let before = snapshot(&mut con, b"k");
-    assert_eq!(check_error(&mut con, b"k", args), expected, "args {args:?}");
-    assert_eq!(snapshot(&mut con, b"k"), before, "key changed by {args:?}");
+    for command in WRITERS {
+        let expected = expected.replace("'swl.check'", &format!("'{}'", command.to_lowercase()));
+        let before = snapshot(&mut con, b"k");
+        assert_eq!(
+            command_error(&mut con, command, b"k", args),
+            expected,
+            "{command} {args:?}"
+        );
+        assert_eq!(
+            snapshot(&mut con, b"k"),
+            before,
+            "key changed by {command} {args:?}"
+        );
+    }
 }
 
 fn server_with_a_log(encoding: Encoding) -> Server {
@@ -118,6 +132,26 @@ fn wrong_arity_is_redis_own_error() {
         let mut con = server.connect();
         let error: redis::RedisError = redis::cmd("SWL.CHECK").query::<()>(&mut con).unwrap_err();
         assert_eq!(support::error_text(&error), ARITY_ERR);
+    });
+}
+
+#[test]
+fn penalize_is_a_syntax_error_for_a_refund() {
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        let mut con = server.connect();
+        let before = snapshot(&mut con, b"k");
+        for args in [
+            &["1000", "5", "*", "PENALIZE"][..],
+            &["1000", "5", "*", "COST", "1", "PENALIZE"],
+        ] {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            assert_eq!(
+                command_error(&mut con, "SWL.REFUND", b"k", &args),
+                SYNTAX_ERR
+            );
+        }
+        assert_eq!(snapshot(&mut con, b"k"), before);
     });
 }
 

@@ -1,4 +1,5 @@
-//! What the server tells about the module: INFO counters and COMMAND DOCS.
+//! What the server tells about the module: INFO counters, COMMAND DOCS,
+//! key specs, ACL categories and MODULE LIST's version.
 
 mod support;
 
@@ -13,18 +14,14 @@ fn info_fields(con: &mut Connection) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn counters(
-    checks: i64,
-    admitted: i64,
-    denied: i64,
-    peeks: i64,
-    errors: i64,
-) -> Vec<(String, i64)> {
+/// checks, admitted, denied, peeks, refunds, errors.
+fn counters([checks, admitted, denied, peeks, refunds, errors]: [i64; 6]) -> Vec<(String, i64)> {
     [
         ("checks", checks),
         ("admitted", admitted),
         ("denied", denied),
         ("peeks", peeks),
+        ("refunds", refunds),
         ("errors", errors),
     ]
     .map(|(name, value)| (format!("swl_{name}"), value))
@@ -32,10 +29,10 @@ fn counters(
 }
 
 #[test]
-fn info_counts_checks_outcomes_peeks_and_errors() {
+fn info_counts_checks_outcomes_peeks_refunds_and_errors() {
     let server = Server::start();
     let mut con = server.connect();
-    assert_eq!(info_fields(&mut con), counters(0, 0, 0, 0, 0));
+    assert_eq!(info_fields(&mut con), counters([0; 6]));
     check(&mut con, "k", &["1000", "2", "1"]);
     check(&mut con, "k", &["1000", "2", "2"]);
     check(&mut con, "k", &["1000", "2", "3"]);
@@ -43,7 +40,12 @@ fn info_counts_checks_outcomes_peeks_and_errors() {
         .arg(&["k", "1000", "2", "4"])
         .query(&mut con)
         .unwrap();
-    assert_eq!(info_fields(&mut con), counters(3, 2, 1, 1, 0));
+    assert_eq!(info_fields(&mut con), counters([3, 2, 1, 1, 0, 0]));
+    let _: Vec<i64> = redis::cmd("SWL.REFUND")
+        .arg(&["k", "1000", "2", "4"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(info_fields(&mut con), counters([3, 2, 1, 1, 1, 0]));
     let bad: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.CHECK")
         .arg(&["k", "0", "2", "4"])
         .query(&mut con);
@@ -53,7 +55,13 @@ fn info_counts_checks_outcomes_peeks_and_errors() {
         .arg(&["s", "1", "2", "4"])
         .query(&mut con);
     assert!(bad.is_err());
-    assert_eq!(info_fields(&mut con), counters(3, 2, 1, 1, 2));
+    let bad: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.REFUND")
+        .arg(&["k", "1", "2", "4", "PENALIZE"])
+        .query(&mut con);
+    assert!(bad.is_err());
+    let bad: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.ENTRIES").arg("s").query(&mut con);
+    assert!(bad.is_err());
+    assert_eq!(info_fields(&mut con), counters([3, 2, 1, 1, 1, 4]));
     // The section is part of INFO modules and INFO everything too.
     for section in ["modules", "everything"] {
         let info: String = redis::cmd("INFO").arg(section).query(&mut con).unwrap();
@@ -133,7 +141,7 @@ fn owned(rows: &[(&str, &str, &str, &str)]) -> Vec<(String, String, String, Stri
 }
 
 #[test]
-fn command_docs_describe_both_commands() {
+fn command_docs_describe_every_command() {
     let server = Server::start();
     let mut con = server.connect();
     let check_doc = docs(&mut con, "swl.check");
@@ -168,16 +176,53 @@ fn command_docs_describe_both_commands() {
         text(field(&peek_doc, "complexity")),
         "O(W log(N)): W windows, N entries in the log"
     );
-    assert_eq!(arguments(&peek_doc).len(), 6);
+    assert_eq!(arguments(&peek_doc), arguments(&check_doc)[..6]);
+    let refund_doc = docs(&mut con, "swl.refund");
+    assert_eq!(
+        text(field(&refund_doc, "summary")),
+        "Gives back up to COST of the newest recorded units and replies what SWL.PEEK replies then."
+    );
+    assert_eq!(
+        text(field(&refund_doc, "complexity")),
+        "O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost given back"
+    );
+    assert_eq!(text(field(&refund_doc, "since")), "0.2.0");
+    assert_eq!(arguments(&refund_doc), arguments(&check_doc)[..6]);
+    let entries_doc = docs(&mut con, "swl.entries");
+    assert_eq!(
+        text(field(&entries_doc, "summary")),
+        "Lists the times of a log's entries, oldest first."
+    );
+    assert_eq!(
+        text(field(&entries_doc, "complexity")),
+        "O(N): N entries in the log"
+    );
+    assert_eq!(arguments(&entries_doc), owned(&[("key", "key", "", "")]));
 }
 
 #[test]
-fn key_specs_say_check_writes_and_peek_reads() {
+fn module_list_shows_the_crate_version() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let modules: Vec<Value> = redis::cmd("MODULE").arg("LIST").query(&mut con).unwrap();
+    let version = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|part| part.parse::<i64>().unwrap())
+        .fold(0, |encoded, part| encoded * 100 + part);
+    assert_eq!(version, 200, "0.2.0 as major*10000 + minor*100 + patch");
+    assert_eq!(text(field(&modules[0], "name")), "swl");
+    assert_eq!(field(&modules[0], "ver"), &Value::Int(version));
+}
+
+#[test]
+fn key_specs_say_which_commands_write_and_which_read() {
     let server = Server::start();
     let mut con = server.connect();
     for (command, flags, arity) in [
         ("swl.check", "RW,access,update", -5),
+        ("swl.refund", "RW,access,delete", -5),
         ("swl.peek", "RO,access", -5),
+        ("swl.entries", "RO,access", 2),
     ] {
         let reply: Value = redis::cmd("COMMAND")
             .arg("INFO")
@@ -259,6 +304,7 @@ fn acl_categories_where_the_server_has_them_and_names_everywhere() {
         commands.iter().any(|c| c == command)
     };
     assert_eq!(in_category(&mut con, "write", "swl.check"), has_categories);
+    assert_eq!(in_category(&mut con, "write", "swl.refund"), has_categories);
     assert_eq!(in_category(&mut con, "read", "swl.peek"), has_categories);
     assert_eq!(in_category(&mut con, "read", "swl.entries"), has_categories);
     // A category of the module's own, where the server can add one (7.4+).
@@ -267,7 +313,7 @@ fn acl_categories_where_the_server_has_them_and_names_everywhere() {
     if version >= vec![7, 4] {
         let mut own = own.unwrap();
         own.sort();
-        assert_eq!(own, ["swl.check", "swl.entries", "swl.peek"]);
+        assert_eq!(own, ["swl.check", "swl.entries", "swl.peek", "swl.refund"]);
     } else {
         assert!(own.is_err(), "no @swl category before 7.4: {own:?}");
     }

@@ -1,5 +1,6 @@
 //! Under maxmemory with noeviction, SWL.CHECK is refused (deny-oom) with
-//! nothing written, and works again once memory is freed.
+//! nothing written, SWL.PEEK and SWL.REFUND (which only frees) still
+//! answer, and checks work again once memory is freed.
 
 mod support;
 
@@ -26,6 +27,8 @@ fn check_is_refused_when_memory_is_full_and_works_after() {
         let server = Server::with(encoding.config());
         let mut con = server.connect();
         check(&mut con, "rl:k", &["60000", "100", "1000"]);
+        check(&mut con, "rl:refund", &["60000", "100", "1000"]);
+        check(&mut con, "rl:refund", &["60000", "100", "1500"]);
         let filler = vec![b'x'; 64 * 1024];
         for i in 0..64 {
             let _: () = redis::cmd("SET")
@@ -58,6 +61,13 @@ fn check_is_refused_when_memory_is_full_and_works_after() {
             .query(&mut con)
             .unwrap();
         assert_eq!(peek, [1, 100, 98, -1, 60000, 60000]);
+        // A refund only frees memory: it works, and gives the entry back.
+        let refund: Vec<i64> = redis::cmd("SWL.REFUND")
+            .arg(&["rl:refund", "60000", "100", "2000"])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(refund, [1, 100, 98, -1, 60000, 60000]);
+        assert_eq!(support::scores(&mut con, "rl:refund"), [1000.0]);
 
         for i in 0..64 {
             let _: () = redis::cmd("DEL")

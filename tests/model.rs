@@ -1,6 +1,7 @@
 //! The module against a reference model written here from the rules, reply
-//! by reply, over long random sequences of times, costs, limits, windows
-//! and penalties; then the logs themselves.
+//! by reply, over long random sequences of checks, peeks and refunds with
+//! random times, costs, limits, windows and penalties; then the logs
+//! themselves.
 
 mod support;
 
@@ -101,6 +102,16 @@ impl Model {
         Model::reply(log, call, allowed)
     }
 
+    /// Trims as a check would, gives back the `cost` newest entries, and
+    /// replies what a peek then replies.
+    fn refund(&mut self, key: &str, call: &Call) -> [i64; 5] {
+        let widest = call.windows.iter().map(|w| w.0).max().unwrap();
+        let log = self.logs.entry(key.to_string()).or_default();
+        *log = inside(log, widest, call.now);
+        log.truncate(log.len().saturating_sub(call.cost as usize));
+        self.peek(key, call)
+    }
+
     fn peek(&self, key: &str, call: &Call) -> [i64; 5] {
         let widest = call.windows.iter().map(|w| w.0).max().unwrap();
         let mut log = inside(
@@ -194,8 +205,22 @@ fn the_module_matches_the_reference_model_reply_by_reply() {
                 );
                 continue;
             }
-            let expected = model.check(&key, &call);
-            let actual = run(&mut con, "SWL.CHECK", &key, &call);
+            let refund = rng.below(6) == 0;
+            let (command, call) = if refund {
+                let call = Call {
+                    penalize: false,
+                    ..call
+                };
+                ("SWL.REFUND", call)
+            } else {
+                ("SWL.CHECK", call)
+            };
+            let expected = if refund {
+                model.refund(&key, &call)
+            } else {
+                model.check(&key, &call)
+            };
+            let actual = run(&mut con, command, &key, &call);
             // The TTL runs on the server's wall clock while these times are
             // made up, so a log could expire mid-run; expiry is proven in
             // check.rs, the window rules here.
@@ -203,10 +228,12 @@ fn the_module_matches_the_reference_model_reply_by_reply() {
             assert_eq!(
                 actual,
                 expected,
-                "step {step}: SWL.CHECK {key} {:?}",
+                "step {step}: {command} {key} {:?}",
                 arguments(&call)
             );
-            outcomes[actual[0] as usize] += 1;
+            if !refund {
+                outcomes[actual[0] as usize] += 1;
+            }
             let log: Vec<f64> = model.logs[&key].iter().map(|&s| s as f64).collect();
             assert_eq!(scores(&mut con, &key), log, "step {step}: the log of {key}");
         }

@@ -44,6 +44,12 @@ struct Pending {
     deleted: bool,
     /// Bytes changed in place.
     ranges: Vec<Range<usize>>,
+    /// The head as the call found it, kept when a change first moves it.
+    original_head: Option<[u8; 4]>,
+    /// A change found bytes that are not a compact log (slots another
+    /// writer changed, which a call reads only in part): the call records
+    /// nothing and must fail.
+    damaged: bool,
 }
 
 impl AsRef<OpenKey> for CompactKey {
@@ -127,13 +133,36 @@ impl CompactKey {
             .map_err(|_| SwlError::WrongType)
     }
 
+    /// Runs one change on the stored value (None for no key), unless an
+    /// earlier change of this call found the value damaged.
+    fn change(&mut self, run: impl FnOnce(Option<&mut [u8]>) -> Result<Change, FormatError>) {
+        if self.pending.damaged {
+            return;
+        }
+        let change = run(self.bytes_mut());
+        self.apply(change);
+    }
+
+    /// Keeps the head as the call found it, before a change moves it.
+    fn keep_original_head(&mut self) {
+        if self.pending.original_head.is_none() && !self.pending.rewritten {
+            let mut head = [0u8; 4];
+            if let Some(bytes) = self.bytes().get(compact::HEAD_AT) {
+                head.copy_from_slice(bytes);
+                self.pending.original_head = Some(head);
+            }
+        }
+    }
+
     /// Makes a change to the stored value, to be propagated by `finish`.
-    /// The value was validated on open and every change keeps it well
-    /// formed, so a format error here cannot happen; it changes nothing.
+    /// Open validated only the header and the ends of the live range; a
+    /// change that reads more (a value written anew checks every slot)
+    /// can find the value damaged, and then changes nothing.
     fn apply(&mut self, change: Result<Change, FormatError>) {
         self.layout.set(None);
         match change {
-            Ok(Change::Nothing) | Err(_) => {}
+            Ok(Change::Nothing) => {}
+            Err(_) => self.pending.damaged = true,
             Ok(Change::InPlace(range)) => self.pending.ranges.push(range),
             Ok(Change::Replace(value)) => {
                 self.store(&value);
@@ -235,14 +264,19 @@ impl CompactKey {
 impl StoredLog for CompactKey {
     /// Ends the call: sets the expiry (`expire_at`, where it changes) and
     /// propagates everything the call changed, with the keyspace events of
-    /// the commands propagated.
-    fn finish(&mut self, expire_at: Option<i64>) {
+    /// the commands propagated. A call that found the value damaged puts
+    /// the head back and fails with WRONGTYPE, the value as it was.
+    fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError> {
         let pending = std::mem::take(&mut self.pending);
+        if pending.damaged {
+            self.restore(&pending);
+            return Err(SwlError::WrongType);
+        }
         if self.key.key_type() != raw::KeyType::String {
             if pending.deleted && pending.existed {
                 self.key.unlinked();
             }
-            return;
+            return Ok(());
         }
         if let Some(at) = expire_at {
             self.key.restore_expire_at(at);
@@ -253,7 +287,7 @@ impl StoredLog for CompactKey {
             || (!pending.ranges.is_empty() && self.bytes().len() <= SET_WHOLE_AT_MOST);
         if whole {
             self.replicate_set(expiry);
-            return;
+            return Ok(());
         }
         for range in pending.ranges {
             self.replicate_setrange(range);
@@ -261,6 +295,23 @@ impl StoredLog for CompactKey {
         if let Some(at) = expire_at {
             self.key.expire_at_changed(at);
         }
+        Ok(())
+    }
+}
+
+impl CompactKey {
+    /// Undoes what a failed call changed. Changes run trim, cap, then
+    /// record or give back, and only the last of them moves slots; the
+    /// changes before it move the head, or write a value anew, after which
+    /// every slot is known good and nothing can fail. So a failure finds
+    /// at most the head moved.
+    fn restore(&mut self, pending: &Pending) {
+        debug_assert!(!pending.rewritten && !pending.deleted);
+        debug_assert!(pending.ranges.iter().all(|r| *r == compact::HEAD_AT));
+        if let (Some(head), Some(value)) = (pending.original_head, self.bytes_mut()) {
+            value[compact::HEAD_AT].copy_from_slice(&head);
+        }
+        self.layout.set(None);
     }
 }
 
@@ -281,21 +332,20 @@ impl ScoreLog for CompactKey {
 
 impl LogWriter for CompactKey {
     fn trim_through(&mut self, floor: i64) {
-        if let Some(value) = self.bytes_mut() {
-            let change = compact::trim_through(value, floor);
-            self.apply(change);
-        }
+        self.keep_original_head();
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::trim_through(v, floor)));
     }
 
     fn record(&mut self, at: u64, count: u64) {
-        let change = compact::record(self.bytes_mut(), at, count);
-        self.apply(change);
+        self.change(|value| compact::record(value, at, count));
     }
 
     fn cap_to(&mut self, max_entries: u64) {
-        if let Some(value) = self.bytes_mut() {
-            let change = compact::cap_to(value, max_entries);
-            self.apply(change);
-        }
+        self.keep_original_head();
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::cap_to(v, max_entries)));
+    }
+
+    fn drop_newest(&mut self, count: u64) {
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::drop_newest(v, count)));
     }
 }

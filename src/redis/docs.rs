@@ -1,4 +1,4 @@
-//! COMMAND DOCS for SWL.CHECK and SWL.PEEK, through
+//! COMMAND DOCS for every command, through
 //! `RedisModule_SetCommandInfo` (Redis 7.0+). Looked up at load time and
 //! skipped where the server lacks it, so the module loads everywhere.
 
@@ -17,6 +17,31 @@ const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommand
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
+/// The arguments a command takes after its key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Args {
+    /// `window_ms limit now_ms [COST n] [WINDOW window_ms limit]...`
+    Windows,
+    /// The same, then `[PENALIZE]`.
+    WindowsAndPenalize,
+    /// Nothing after the key.
+    None,
+}
+
+/// What COMMAND DOCS says of one command. Every command is described here,
+/// in one table, so none lacks what its siblings have.
+struct Doc {
+    name: &'static CStr,
+    summary: &'static CStr,
+    complexity: &'static CStr,
+    /// The key spec's flags (REDISMODULE_CMD_KEY_*).
+    key_flags: u32,
+    arity: c_int,
+    args: Args,
+    /// The module version that added the command.
+    since: &'static CStr,
+}
+
 /// Runs at load, after the commands are created. A failure is logged and
 /// never stops the module from loading.
 pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -25,52 +50,60 @@ pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
     let check_flags = raw::REDISMODULE_CMD_KEY_RW
         | raw::REDISMODULE_CMD_KEY_ACCESS
         | raw::REDISMODULE_CMD_KEY_UPDATE;
-    let peek_flags = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+    let refund_flags = raw::REDISMODULE_CMD_KEY_RW
+        | raw::REDISMODULE_CMD_KEY_ACCESS
+        | raw::REDISMODULE_CMD_KEY_DELETE;
+    let read_flags = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
     let docs = [
-        (
-            c"swl.check",
-            c"Checks a request against sliding-window-log rate limits and records it if admitted.",
-            c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
-            check_flags,
-            true,
-        ),
-        (
-            c"swl.peek",
-            c"Tells what SWL.CHECK would reply now, without changing anything.",
-            c"O(W log(N)): W windows, N entries in the log",
-            peek_flags,
-            false,
-        ),
+        Doc {
+            name: c"swl.check",
+            summary: c"Checks a request against sliding-window-log rate limits and records it if admitted.",
+            complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
+            key_flags: check_flags,
+            arity: -5,
+            args: Args::WindowsAndPenalize,
+            since: c"0.1.0",
+        },
+        Doc {
+            name: c"swl.peek",
+            summary: c"Tells what SWL.CHECK would reply now, without changing anything.",
+            complexity: c"O(W log(N)): W windows, N entries in the log",
+            key_flags: read_flags,
+            arity: -5,
+            args: Args::Windows,
+            since: c"0.1.0",
+        },
+        Doc {
+            name: c"swl.refund",
+            summary: c"Gives back up to COST of the newest recorded units and replies what SWL.PEEK replies then.",
+            complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost given back",
+            key_flags: refund_flags,
+            arity: -5,
+            args: Args::Windows,
+            since: c"0.2.0",
+        },
+        Doc {
+            name: c"swl.entries",
+            summary: c"Lists the times of a log's entries, oldest first.",
+            complexity: c"O(N): N entries in the log",
+            key_flags: read_flags,
+            arity: 2,
+            args: Args::None,
+            since: c"0.1.0",
+        },
     ];
-    for (name, summary, complexity, key_flags, penalize) in docs {
-        let text = Text {
-            summary,
-            complexity,
-        };
-        if let Err(why) = set_info(ctx, name, text, key_flags, penalize) {
+    for doc in &docs {
+        if let Err(why) = set_info(ctx, doc) {
             ctx.log_warning(&format!(
                 "no COMMAND DOCS for {}: {why}",
-                name.to_string_lossy()
+                doc.name.to_string_lossy()
             ));
         }
     }
     Status::Ok
 }
 
-/// What COMMAND DOCS says of a command in words.
-#[derive(Clone, Copy)]
-struct Text {
-    summary: &'static CStr,
-    complexity: &'static CStr,
-}
-
-fn set_info(
-    ctx: &Context,
-    name: &CStr,
-    text: Text,
-    key_flags: u32,
-    penalize: bool,
-) -> Result<(), &'static str> {
+fn set_info(ctx: &Context, doc: &Doc) -> Result<(), &'static str> {
     // SAFETY: the API table is filled in once at load, before this runs,
     // and never written again.
     let api = unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
@@ -78,12 +111,12 @@ fn set_info(
         return Err("this server has no RedisModule_SetCommandInfo");
     };
     // SAFETY: ctx is the load context; the name is a NUL-terminated literal.
-    let command = unsafe { get_command(ctx.ctx, name.as_ptr()) };
+    let command = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
     if command.is_null() {
         return Err("the command is not registered");
     }
 
-    let mut key_specs = [key_spec(key_flags), end_of_key_specs()];
+    let mut key_specs = [key_spec(doc.key_flags), end_of_key_specs()];
     let mut now_choices = [
         integer(c"now_ms"),
         Arg {
@@ -98,39 +131,41 @@ fn set_info(
     ];
     let mut window_parts = [integer(c"window_ms"), integer(c"limit"), end_of_args()];
     let optional = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
-    let mut args = vec![
-        Arg {
-            key_spec_index: 0,
-            ..arg(
-                c"key",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-            )
-        },
-        integer(c"window_ms"),
-        integer(c"limit"),
-        Arg {
-            subargs: now_choices.as_mut_ptr(),
-            ..arg(
-                c"now",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
-            )
-        },
-        Arg {
-            token: c"COST".as_ptr(),
-            flags: optional,
-            ..integer(c"cost")
-        },
-        Arg {
-            token: c"WINDOW".as_ptr(),
-            flags: optional | raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int,
-            subargs: window_parts.as_mut_ptr(),
-            ..arg(
-                c"window",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
-            )
-        },
-    ];
-    if penalize {
+    let mut args = vec![Arg {
+        key_spec_index: 0,
+        ..arg(
+            c"key",
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+        )
+    }];
+    if doc.args != Args::None {
+        args.extend([
+            integer(c"window_ms"),
+            integer(c"limit"),
+            Arg {
+                subargs: now_choices.as_mut_ptr(),
+                ..arg(
+                    c"now",
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+                )
+            },
+            Arg {
+                token: c"COST".as_ptr(),
+                flags: optional,
+                ..integer(c"cost")
+            },
+            Arg {
+                token: c"WINDOW".as_ptr(),
+                flags: optional | raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int,
+                subargs: window_parts.as_mut_ptr(),
+                ..arg(
+                    c"window",
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+                )
+            },
+        ]);
+    }
+    if doc.args == Args::WindowsAndPenalize {
         args.push(Arg {
             token: c"PENALIZE".as_ptr(),
             flags: optional,
@@ -144,12 +179,12 @@ fn set_info(
 
     let info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
-        summary: text.summary.as_ptr(),
-        complexity: text.complexity.as_ptr(),
-        since: c"0.1.0".as_ptr(),
+        summary: doc.summary.as_ptr(),
+        complexity: doc.complexity.as_ptr(),
+        since: doc.since.as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
-        arity: -5,
+        arity: doc.arity,
         key_specs: key_specs.as_mut_ptr(),
         args: args.as_mut_ptr(),
     };

@@ -40,8 +40,9 @@ pub trait StoredLog: LogWriter + AsRef<OpenKey> {
         self.as_ref().expire_at()
     }
     /// Ends the call: sets the expiry where it changes (`expire_at`) and
-    /// makes sure replicas and the AOF get everything the call changed.
-    fn finish(&mut self, expire_at: Option<i64>);
+    /// makes sure replicas and the AOF get everything the call changed; or,
+    /// where a change found the log damaged, fails with the log as it was.
+    fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError>;
 }
 
 /// A log key, opened once per call as the encoding it holds.
@@ -102,9 +103,9 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     docs::register_command_docs(ctx, args)
 }
 
-/// Puts SWL.CHECK in the `write` ACL category and the read-only commands in
-/// `read`, so `+@write` and `+@read` grant them, where the server has
-/// RedisModule_SetCommandACLCategories (7.2 and later); and all three in a
+/// Puts SWL.CHECK and SWL.REFUND in the `write` ACL category and the
+/// read-only commands in `read`, so `+@write` and `+@read` grant them, where the server has
+/// RedisModule_SetCommandACLCategories (7.2 and later); and all of them in a
 /// category of their own, `swl` (`+@swl`), where it can add one (7.4 and
 /// later). Redis 7.0 has neither: there the commands are granted by name,
 /// and the module still loads.
@@ -131,6 +132,7 @@ fn set_acl_categories(ctx: &Context) {
     };
     for (name, categories) in [
         (c"swl.check", write),
+        (c"swl.refund", write),
         (c"swl.peek", read),
         (c"swl.entries", read),
     ] {

@@ -16,6 +16,7 @@ use super::key::OpenKey;
 
 use super::server_time_ms;
 use super::StoredLog;
+use crate::error::SwlError;
 use crate::window::{LogWriter, ScoreLog};
 
 /// RedisModule_Call, which takes its arguments as C varargs.
@@ -151,7 +152,53 @@ impl ZsetKey {
     /// Up to `limit` members scored at or below `max`, oldest first, owned
     /// by the caller; the range is stopped before they are used.
     fn oldest_members(&self, max: f64, limit: u64) -> Vec<*mut raw::RedisModuleString> {
-        ScoreRange::first_in(self, f64::NEG_INFINITY, max, false).take_members(limit)
+        ScoreRange::first_in(self, f64::NEG_INFINITY, max, false)
+            .take_members(limit, ScoreRange::advance)
+    }
+
+    /// The `limit` newest members, newest first, owned by the caller.
+    fn newest_members(&self, limit: u64) -> Vec<*mut raw::RedisModuleString> {
+        ScoreRange::last_in(self, f64::NEG_INFINITY, f64::INFINITY, false)
+            .take_members(limit, ScoreRange::retreat)
+    }
+
+    /// Removes the entries ranked `first..=last` (negative: from the
+    /// newest) with ZREMRANGEBYRANK: one entry at a time when few, else
+    /// through RM_Call; and propagates it (ranks order replicas alike).
+    fn remove_ranks(
+        &mut self,
+        first: i64,
+        last: i64,
+        members: impl FnOnce(&Self) -> Vec<*mut raw::RedisModuleString>,
+    ) {
+        let len = self.len() as i64;
+        let span = |rank: i64| if rank < 0 { rank + len } else { rank };
+        let count = (span(last) - span(first) + 1).max(0) as u64;
+        if count == 0 {
+            return;
+        }
+        if count <= REMOVE_ONE_BY_ONE_AT_MOST {
+            self.remove(members(self));
+            self.key
+                .changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank");
+            self.deleted_if_emptied();
+        } else {
+            self.call_with_key_closed(|call, ctx, name| {
+                // SAFETY: the format matches the arguments: key string, two
+                // long longs.
+                CallReply(unsafe {
+                    call(
+                        ctx,
+                        c"ZREMRANGEBYRANK".as_ptr(),
+                        c"sll".as_ptr(),
+                        name,
+                        first as libc::c_longlong,
+                        last as libc::c_longlong,
+                    )
+                })
+            });
+        }
+        self.replicate_ranks(first, last);
     }
 
     /// Removes the given members (taken from a stopped range) and frees them.
@@ -286,7 +333,7 @@ impl ZsetKey {
         }
     }
 
-    fn replicate_ranks(&self, last_rank: i64) {
+    fn replicate_ranks(&self, first: i64, last: i64) {
         // SAFETY: the format matches: key string, two long longs.
         unsafe {
             if let Some(replicate) = raw::RedisModule_Replicate {
@@ -295,8 +342,8 @@ impl ZsetKey {
                     c"ZREMRANGEBYRANK".as_ptr(),
                     c"sll".as_ptr(),
                     self.key.name,
-                    0 as libc::c_longlong,
-                    last_rank as libc::c_longlong,
+                    first as libc::c_longlong,
+                    last as libc::c_longlong,
                 );
             }
         }
@@ -422,41 +469,35 @@ impl LogWriter for ZsetKey {
     /// propagates that as ZREMRANGEBYRANK (ranks order replicas alike).
     fn cap_to(&mut self, max_entries: u64) {
         let excess = self.len().saturating_sub(max_entries);
-        if excess == 0 {
-            return;
-        }
-        let last_rank = excess as i64 - 1;
-        if excess <= REMOVE_ONE_BY_ONE_AT_MOST {
-            self.remove(self.oldest_members(f64::INFINITY, excess));
-            self.key
-                .changed(raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyrank");
-            self.deleted_if_emptied();
-        } else {
-            self.call_with_key_closed(|call, ctx, name| {
-                // SAFETY: the format matches the arguments: key string, two
-                // long longs.
-                CallReply(unsafe {
-                    call(
-                        ctx,
-                        c"ZREMRANGEBYRANK".as_ptr(),
-                        c"sll".as_ptr(),
-                        name,
-                        0 as libc::c_longlong,
-                        last_rank as libc::c_longlong,
-                    )
-                })
+        if excess > 0 {
+            self.remove_ranks(0, excess as i64 - 1, |key| {
+                key.oldest_members(f64::INFINITY, excess)
             });
         }
-        self.replicate_ranks(last_rank);
+    }
+
+    /// Removes the `count` newest entries, as ZREMRANGEBYRANK -count -1;
+    /// all of them, as UNLINK.
+    fn drop_newest(&mut self, count: u64) {
+        let len = self.len();
+        if len == 0 {
+            return;
+        }
+        if count >= len {
+            self.key.unlink();
+            return;
+        }
+        self.remove_ranks(-(count as i64), -1, |key| key.newest_members(count));
     }
 }
 
 impl StoredLog for ZsetKey {
     /// Each change was propagated as it was made; only the expiry is left.
-    fn finish(&mut self, expire_at: Option<i64>) {
+    fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError> {
         if let Some(at) = expire_at {
             self.key.set_expire_at(at);
         }
+        Ok(())
     }
 }
 
@@ -583,15 +624,16 @@ impl<'a> ScoreRange<'a> {
         self.score()
     }
 
-    /// Up to `limit` members from here on, oldest first, owned by the caller.
-    fn take_members(&mut self, limit: u64) -> Vec<*mut raw::RedisModuleString> {
+    /// Up to `limit` members from here on, stepping with `step`, owned by
+    /// the caller.
+    fn take_members(mut self, limit: u64, step: fn(&mut Self)) -> Vec<*mut raw::RedisModuleString> {
         let mut members = Vec::new();
         while (members.len() as u64) < limit {
             let Some((member, _)) = self.current() else {
                 break;
             };
             members.push(member);
-            self.advance();
+            step(&mut self);
         }
         members
     }

@@ -400,9 +400,9 @@ pub fn error_text(error: &RedisError) -> String {
     }
 }
 
-/// `SWL.CHECK key args...`, expected to fail: the error's exact text.
-pub fn check_error(con: &mut Connection, key: &[u8], args: &[&[u8]]) -> String {
-    let result: Result<Value, RedisError> = redis::cmd("SWL.CHECK").arg(key).arg(args).query(con);
+/// `command key args...`, expected to fail: the error's exact text.
+pub fn command_error(con: &mut Connection, command: &str, key: &[u8], args: &[&[u8]]) -> String {
+    let result: Result<Value, RedisError> = redis::cmd(command).arg(key).arg(args).query(con);
     match result {
         Err(error) => error_text(&error),
         Ok(value) => panic!("expected an error, got {value:?}"),

@@ -1,0 +1,251 @@
+//! A compact log whose bytes another writer damaged is read only in part
+//! by each call, so the damage may show only when a call needs every slot
+//! (to write the value anew). Such a call must never admit without
+//! recording: it replies WRONGTYPE and leaves the value as it was, in the
+//! module and in the function library alike.
+
+mod support;
+
+use redis::Connection;
+use support::{error_text, load_library, Encoding, Rng, Server};
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const T: u64 = 1_800_000_000_000;
+const HOUR: &str = "3600000";
+
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Module,
+    Library,
+}
+
+const VIAS: [Via; 2] = [Via::Module, Via::Library];
+
+fn command(via: Via, name: &str) -> redis::Cmd {
+    match via {
+        Via::Module => redis::cmd(&format!("SWL.{}", name.to_uppercase())),
+        Via::Library => redis::cmd("FCALL")
+            .arg(format!("swl_{name}"))
+            .arg(1)
+            .clone(),
+    }
+}
+
+fn call(
+    con: &mut Connection,
+    via: Via,
+    name: &str,
+    key: &str,
+    args: &[String],
+) -> Result<Vec<i64>, String> {
+    command(via, name)
+        .arg(key)
+        .arg(args)
+        .query(con)
+        .map_err(|e| error_text(&e))
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn get(con: &mut Connection, key: &str) -> Vec<u8> {
+    redis::cmd("GET").arg(key).query(con).expect("GET")
+}
+
+/// A server with the module and the library, both creating compact logs.
+fn server() -> Server {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    server
+}
+
+/// The slots from the head on that hold `time`, read off the bytes.
+fn slots_at(bytes: &[u8], time: u64) -> usize {
+    let width = bytes[5] as usize;
+    let base = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    let head = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+    bytes[24..]
+        .chunks_exact(width)
+        .skip(head)
+        .filter(|slot| {
+            let mut word = [0u8; 8];
+            word[..width].copy_from_slice(slot);
+            let stored = u64::from_le_bytes(word);
+            stored != 0 && base.checked_add(stored - 1) == Some(time)
+        })
+        .count()
+}
+
+/// One entry at T, then its last free slot overwritten: the value parses
+/// (the log's ends are in order) until a check needs every slot.
+fn damaged_log(con: &mut Connection, via: Via) {
+    let _: () = redis::cmd("DEL").arg("y").query(con).unwrap();
+    call(
+        con,
+        via,
+        "check",
+        "y",
+        &strings(&[HOUR, "10", &T.to_string()]),
+    )
+    .unwrap();
+    let length: i64 = redis::cmd("SETRANGE")
+        .arg("y")
+        .arg(56)
+        .arg(&b"\x07\x00\x00\x00"[..])
+        .query(con)
+        .unwrap();
+    assert_eq!(length, 60, "the last free slot is at 56");
+}
+
+#[test]
+fn a_damaged_free_slot_is_refused_once_a_check_needs_every_slot() {
+    let server = server();
+    let mut con = server.connect();
+    for via in VIAS {
+        damaged_log(&mut con, via);
+        let args = strings(&[HOUR, "10", &(T + 100).to_string()]);
+        // Seven free slots take seven entries in place; the eighth check
+        // finds the slots full (the damaged one read as the newest entry)
+        // and must write the value anew, which reads every slot.
+        for k in 1..=7 {
+            // Once the free slots are full, the damaged one is the newest
+            // entry the log's ends show: T + 6.
+            let reset = if k == 7 { 3_599_906 } else { 3_600_000 };
+            assert_eq!(
+                call(&mut con, via, "check", "y", &args),
+                Ok(vec![1, 10, 9 - k, -1, reset, 3_600_000]),
+                "{via:?} check {k}"
+            );
+        }
+        let damaged = get(&mut con, "y");
+        for k in 8..=20 {
+            assert_eq!(
+                call(&mut con, via, "check", "y", &args),
+                Err(WRONGTYPE.to_string()),
+                "{via:?} check {k}"
+            );
+            assert_eq!(get(&mut con, "y"), damaged, "{via:?} check {k}");
+        }
+    }
+    let info: String = redis::cmd("INFO").arg("swl").query(&mut con).unwrap();
+    assert!(info.contains("swl_admitted:8\r\n"), "{info}");
+}
+
+#[test]
+fn a_time_before_the_base_of_a_damaged_log_is_refused() {
+    let server = server();
+    let mut con = server.connect();
+    for via in VIAS {
+        damaged_log(&mut con, via);
+        let damaged = get(&mut con, "y");
+        for penalize in [false, true] {
+            let mut args = strings(&[HOUR, "10", &(T - 1000).to_string()]);
+            if penalize {
+                args.push("PENALIZE".to_string());
+            }
+            assert_eq!(
+                call(&mut con, via, "check", "y", &args),
+                Err(WRONGTYPE.to_string()),
+                "{via:?} {args:?}"
+            );
+            assert_eq!(get(&mut con, "y"), damaged, "{via:?}");
+        }
+    }
+}
+
+/// Random logs, one to three bytes of their slots or header damaged, then
+/// random checks and refunds: a call either replies or is refused with
+/// the value untouched, and after any admitted reply the log holds `cost`
+/// more entries at `now` than before.
+#[test]
+fn after_any_admitted_reply_the_cost_was_recorded() {
+    let server = server();
+    let mut con = server.connect();
+    let mut rng = Rng(0xda4a_9edb_17e5_0001);
+    let mut seen = [0usize; 3];
+    for round in 0..300 {
+        let via = VIAS[round % 2];
+        let key = "f";
+        let _: () = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+        let mut now = T;
+        for _ in 0..1 + rng.below(40) {
+            now += rng.below(50);
+            let cost = (1 + rng.below(3)).to_string();
+            call(
+                &mut con,
+                via,
+                "check",
+                key,
+                &strings(&["100000", "1000", &now.to_string(), "COST", &cost]),
+            )
+            .unwrap();
+        }
+        let mut value = get(&mut con, key);
+        for _ in 0..1 + rng.below(3) {
+            let at = if rng.below(4) == 0 {
+                rng.below(value.len() as u64)
+            } else {
+                24 + rng.below(value.len() as u64 - 24)
+            } as usize;
+            value[at] = rng.below(256) as u8;
+        }
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+        for step in 0..4 {
+            now = match rng.below(6) {
+                0 => now.saturating_sub(100_000 + rng.below(1000)),
+                _ => now + rng.below(200),
+            };
+            let most = if rng.below(4) == 0 { 200 } else { 3 };
+            let cost = 1 + rng.below(most);
+            let mut args = strings(&[
+                &(1000 + rng.below(200_000)).to_string(),
+                &rng.below(300).to_string(),
+                &now.to_string(),
+                "COST",
+                &cost.to_string(),
+            ]);
+            let refund = rng.below(4) == 0;
+            if !refund && rng.below(4) == 0 {
+                args.push("PENALIZE".to_string());
+            }
+            let before = get(&mut con, key);
+            let name = if refund { "refund" } else { "check" };
+            let context = format!("round {round} step {step} {via:?} {name} {args:?}");
+            match call(&mut con, via, name, key, &args) {
+                Err(error) => {
+                    assert_eq!(error, WRONGTYPE, "{context}");
+                    assert_eq!(
+                        get(&mut con, key),
+                        before,
+                        "{context}: refused, and changed"
+                    );
+                    seen[0] += 1;
+                    break;
+                }
+                Ok(reply) if reply[0] == 1 && !refund => {
+                    let after: Vec<u8> = get(&mut con, key);
+                    assert_eq!(
+                        slots_at(&after, now),
+                        slots_at(&before, now) + cost as usize,
+                        "{context}: admitted without recording"
+                    );
+                    seen[1] += 1;
+                }
+                Ok(_) => seen[2] += 1,
+            }
+            let exists: i64 = redis::cmd("EXISTS").arg(key).query(&mut con).unwrap();
+            if exists == 0 {
+                break;
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|&n| n > 30),
+        "refused, admitted, other: {seen:?}"
+    );
+}
