@@ -751,6 +751,9 @@ local function swl_check(keys, args)
   local key = keys[1]
   local now = request.now == '*' and clock_ms or request.now
   local windows, cost = request.windows, request.cost
+  -- A penalty may empty the log and write it anew, which drops the key's
+  -- expiry; a denial must still not shorten it.
+  local expiry_before = request.penalize and redis.call('PEXPIRETIME', key)
 
   log.trim_through(now - widest(windows).ms)
   local before = counts(log, windows, now)
@@ -777,9 +780,12 @@ local function swl_check(keys, args)
   -- between TIME and PEXPIRE). Redis propagates PEXPIRE as PEXPIREAT.
   -- PEXPIRETIME is -2 for no key (the log emptied), -1 for no expiry.
   local current = redis.call('PEXPIRETIME', key)
-  if current ~= -2 and (allowed or current == -1 or current < clock_ms + reply[5]) then
+  local kept = expiry_before or current
+  if current ~= -2 and (allowed or kept < 0 or kept < clock_ms + reply[5]) then
     local ttl = reply[5] - (server_clock() - clock_ms)
     redis.call('PEXPIRE', key, num(math.max(1, ttl)))
+  elseif current ~= -2 and current ~= kept then
+    redis.call('PEXPIREAT', key, num(kept))
   end
   return reply
 end

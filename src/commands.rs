@@ -33,8 +33,9 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 fn check_log(key: &mut impl StoredLog, request: &Request, clock: u64) -> Result<Verdict, SwlError> {
     let now = moment(request, clock);
+    let expiry = key.expire_at();
     let reply = window::check(key, &request.windows, now, request.cost, request.penalize);
-    finish(key, reply.allowed, clock, reply.reset_after_ms)?;
+    finish(key, expiry, reply.allowed, clock, reply.reset_after_ms)?;
     Ok(reply)
 }
 
@@ -67,21 +68,27 @@ fn refund_log(
     // As after an admitted check: the key goes when its newest entry
     // leaves the window (the reply's reset counts a request not recorded).
     let lives = window::newest_leaves_after(key, &request.windows, now);
-    finish(key, true, clock, lives)?;
+    finish(key, None, true, clock, lives)?;
     Ok(reply)
 }
 
 /// Ends a call that may have changed the log: the key lives at least until
 /// its newest entry leaves the window (`lives` ms), on the server's clock;
 /// `settled` (an admitted check, a refund) sets exactly that, otherwise
-/// the expiry is only lengthened. Calls in the same millisecond on a busy
-/// key compute the same expiry: setting and propagating it again would
-/// change nothing.
-fn finish(key: &mut impl StoredLog, settled: bool, clock: u64, lives: i64) -> Result<(), SwlError> {
-    let current = key.expire_at();
+/// the expiry the key had when the call began (`before`) is only
+/// lengthened, also where the call emptied the log and wrote it anew.
+/// Calls in the same millisecond on a busy key compute the same expiry:
+/// setting and propagating it again would change nothing.
+fn finish(
+    key: &mut impl StoredLog,
+    before: Option<i64>,
+    settled: bool,
+    clock: u64,
+    lives: i64,
+) -> Result<(), SwlError> {
     let target = (clock as i64).saturating_add(lives);
-    let at = expiry_after(settled, current, target);
-    key.finish((current != Some(at)).then_some(at))
+    let at = expiry_after(settled, before, target);
+    key.finish((key.expire_at() != Some(at)).then_some(at))
 }
 
 /// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...

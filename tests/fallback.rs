@@ -11,14 +11,34 @@ use support::{
     snapshot, Config, Contents, Encoding, Rng, Server, NEVER_MS,
 };
 
-/// SWL.CHECK or SWL.PEEK on the module; FCALL swl_check or swl_peek on the
-/// library.
-fn command(module: bool, peek: bool, key: &str, args: &[String]) -> redis::Cmd {
-    let mut cmd = match (module, peek) {
-        (true, false) => redis::cmd("SWL.CHECK"),
-        (true, true) => redis::cmd("SWL.PEEK"),
-        (false, false) => redis::cmd("FCALL").arg("swl_check").arg(1).clone(),
-        (false, true) => redis::cmd("FCALL").arg("swl_peek").arg(1).clone(),
+/// The calls that take a request's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check,
+    Peek,
+    Refund,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Check => "check",
+            Op::Peek => "peek",
+            Op::Refund => "refund",
+        }
+    }
+}
+
+/// SWL.CHECK, SWL.PEEK or SWL.REFUND on the module; FCALL swl_check,
+/// swl_peek or swl_refund on the library.
+fn command(module: bool, op: Op, key: &str, args: &[String]) -> redis::Cmd {
+    let mut cmd = if module {
+        redis::cmd(&format!("SWL.{}", op.name().to_uppercase()))
+    } else {
+        redis::cmd("FCALL")
+            .arg(format!("swl_{}", op.name()))
+            .arg(1)
+            .clone()
     };
     cmd.arg(key).arg(args);
     cmd
@@ -28,11 +48,11 @@ fn command(module: bool, peek: bool, key: &str, args: &[String]) -> redis::Cmd {
 fn call(
     con: &mut Connection,
     module: bool,
-    peek: bool,
+    op: Op,
     key: &str,
     args: &[String],
 ) -> Result<Vec<i64>, String> {
-    let reply: RedisResult<Vec<i64>> = command(module, peek, key, args).query(con);
+    let reply: RedisResult<Vec<i64>> = command(module, op, key, args).query(con);
     reply.map_err(|e| error_text(&e))
 }
 
@@ -88,11 +108,11 @@ impl Call {
     /// server's time during the call plus reset_after_ms (set); the
     /// library's may land 1 ms later (see swl.lua). A peek or an error
     /// keeps it; so does a trim that emptied the log, which has none.
-    fn expiry(&self, peek: bool, late_by_at_most: u64) -> Expiry {
+    fn expiry(&self, op: Op, late_by_at_most: u64) -> Expiry {
         let kept = self.before == self.after;
         let set = match &self.reply {
             _ if self.after == -2 => return Expiry::Either,
-            Ok(reply) if !peek => {
+            Ok(reply) if op == Op::Check => {
                 let earliest = self.started as i64 + reply[4];
                 let latest = (self.ended + late_by_at_most) as i64 + reply[4];
                 (earliest..=latest).contains(&self.after)
@@ -106,6 +126,21 @@ impl Call {
             (false, false) => Expiry::Neither,
         }
     }
+}
+
+/// A refund sets the expiry to when the newest entry it leaves leaves the
+/// window: a time its reply does not give. Over logs left alike, it is the
+/// same span after each call's clock: `other` (up to `late_by_at_most` ms
+/// late) must agree with the module's `call` on some span.
+fn refund_expiries_agree(module: &Call, other: &Call, late_by_at_most: u64) -> bool {
+    if module.after < 0 || other.after < 0 {
+        return module.after == other.after;
+    }
+    let span = |call: &Call, late: u64| {
+        (call.after - (call.ended + late) as i64)..=(call.after - call.started as i64)
+    };
+    let (a, b) = (span(module, 0), span(other, late_by_at_most));
+    a.start() <= b.end() && b.start() <= a.end()
 }
 
 #[derive(Debug, PartialEq, Clone, Copy)]
@@ -124,7 +159,7 @@ enum Expiry {
 struct Plan {
     keys: Keys,
     args: Vec<String>,
-    peek: bool,
+    op: Op,
     /// Whether the keys lose their expiry afterwards, or get an hour.
     persist: bool,
     handed_to_module: bool,
@@ -134,18 +169,18 @@ fn step(con: &mut Connection, plan: &Plan) -> ([Call; 3], bool) {
     let Plan {
         keys,
         args,
-        peek,
+        op,
         persist,
         handed_to_module,
     } = plan;
-    let (peek, persist, handed_to_module) = (*peek, *persist, *handed_to_module);
+    let (op, persist, handed_to_module) = (*op, *persist, *handed_to_module);
     let mut pipe = redis::pipe();
     pipe.atomic();
     for (key, module) in keys.all().into_iter().zip([true, false, handed_to_module]) {
         pipe.cmd("PEXPIRETIME")
             .arg(key)
             .cmd("TIME")
-            .add_command(command(module, peek, key, args))
+            .add_command(command(module, op, key, args))
             .cmd("TIME")
             .cmd("PEXPIRETIME")
             .arg(key);
@@ -184,7 +219,7 @@ fn step(con: &mut Connection, plan: &Plan) -> ([Call; 3], bool) {
                 let key = keys.all()[i];
                 let expiry = expire_time(con, key.as_bytes());
                 Call {
-                    reply: call(con, modules[i], peek, key, args),
+                    reply: call(con, modules[i], op, key, args),
                     before: expiry,
                     after: expiry,
                     started: 0,
@@ -355,7 +390,7 @@ struct Seen {
     longest_log: usize,
 }
 
-/// Runs `steps` random checks and peeks on one server with the module and
+/// Runs `steps` random checks, peeks and refunds on one server with the module and
 /// the library, new logs in `encoding`, on four triples of keys, and
 /// compares replies, logs, SWL.ENTRIES and expiries after each. `foreign`
 /// is how often (one step in so many) another tool writes to the logs
@@ -381,7 +416,11 @@ fn differential(
         let plan = Plan {
             keys,
             args: random_args(&mut rng, clock, max_limit),
-            peek: rng.below(5) == 0,
+            op: match rng.below(10) {
+                0 | 1 => Op::Peek,
+                2 | 3 => Op::Refund,
+                _ => Op::Check,
+            },
             persist: rng.below(3) == 0,
             handed_to_module: rng.below(2) == 0,
         };
@@ -389,13 +428,13 @@ fn differential(
         let Plan {
             keys,
             args,
-            peek,
+            op,
             handed_to_module,
             ..
         } = &plan;
-        let (peek, handed_to_module) = (*peek, *handed_to_module);
+        let (op, handed_to_module) = (*op, *handed_to_module);
         let context = format!(
-            "{} step {n}: {args:?} peek={peek} handed to the module={handed_to_module}",
+            "{} step {n}: {op:?} {args:?} handed to the module={handed_to_module}",
             encoding.name()
         );
         let [module, library, handed] = done.each_ref().map(|call| &call.reply);
@@ -412,16 +451,28 @@ fn differential(
             state,
             "{context}: handed log"
         );
-        let expiries = [
-            done[0].expiry(peek, 0),
-            done[1].expiry(peek, 1),
-            done[2].expiry(peek, u64::from(!handed_to_module)),
-        ];
-        let agree = !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set));
-        assert!(
-            agree && !expiries.contains(&Expiry::Neither),
-            "{context}: expiry {expiries:?}"
-        );
+        if op == Op::Refund && done[0].reply.is_ok() {
+            let late = [1, u64::from(!handed_to_module)];
+            for (other, late) in done[1..].iter().zip(late) {
+                assert!(
+                    refund_expiries_agree(&done[0], other, late),
+                    "{context}: expiry {} and {}",
+                    done[0].after,
+                    other.after
+                );
+            }
+        } else {
+            let expiries = [
+                done[0].expiry(op, 0),
+                done[1].expiry(op, 1),
+                done[2].expiry(op, u64::from(!handed_to_module)),
+            ];
+            let agree = !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set));
+            assert!(
+                agree && !expiries.contains(&Expiry::Neither),
+                "{context}: expiry {expiries:?}"
+            );
+        }
         let entries = entries_reply(&mut con, true, &keys.module);
         assert_eq!(
             entries_reply(&mut con, false, &keys.library),
@@ -509,10 +560,10 @@ fn the_library_reports_the_same_errors() {
     ];
     for args in cases {
         let args = to_strings(args);
-        let expected = call(&mut module.connect(), true, false, "k", &args);
+        let expected = call(&mut module.connect(), true, Op::Check, "k", &args);
         assert!(expected.is_err(), "{args:?}");
         assert_eq!(
-            call(&mut library.connect(), false, false, "k", &args),
+            call(&mut library.connect(), false, Op::Check, "k", &args),
             expected,
             "{args:?}"
         );
@@ -525,14 +576,14 @@ fn the_library_reports_the_same_errors() {
             .unwrap();
     }
     let args = to_strings(&["1000", "5", "1"]);
-    for peek in [false, true] {
-        let expected = call(&mut module.connect(), true, peek, "s", &args);
+    for op in [Op::Check, Op::Peek, Op::Refund] {
+        let expected = call(&mut module.connect(), true, op, "s", &args);
         assert_eq!(
             expected,
             Err("WRONGTYPE Operation against a key holding the wrong kind of value".to_string())
         );
         assert_eq!(
-            call(&mut library.connect(), false, peek, "s", &args),
+            call(&mut library.connect(), false, op, "s", &args),
             expected
         );
     }
@@ -572,9 +623,8 @@ fn on_both(con: &mut Connection, value: &[u8], args: &[&str]) -> [(Replies, Vec<
             .unwrap();
         let expiry = expire_time(con, b"k");
         let mut replies = Vec::new();
-        for peek in [false, true] {
-            let reply: RedisResult<Value> =
-                command(module, peek, "k", &to_strings(args)).query(con);
+        for op in [Op::Check, Op::Peek] {
+            let reply: RedisResult<Value> = command(module, op, "k", &to_strings(args)).query(con);
             replies.push(reply.map_err(|e| error_text(&e)));
         }
         replies.push(entries_reply(con, module, "k"));
@@ -731,8 +781,8 @@ fn the_library_writes_the_modules_bytes_at_the_format_edges() {
         }
         let started = server_ms(&mut con);
         for (n, args) in calls.iter().enumerate() {
-            let module = call(&mut con, true, false, "m", args);
-            let library = call(&mut con, false, false, "l", args);
+            let module = call(&mut con, true, Op::Check, "m", args);
+            let library = call(&mut con, false, Op::Check, "l", args);
             let context = format!("{what}, call {n}: {args:?}");
             assert!(module.is_ok(), "{context}: {module:?}");
             assert_eq!(library, module, "{context}");
@@ -766,7 +816,7 @@ fn the_library_takes_the_server_clock_for_star_and_creates_logs_as_set() {
         let args = to_strings(&["60000", "5", "*", "COST", "2"]);
         let before = server_ms(&mut con);
         assert_eq!(
-            call(&mut con, false, false, "now", &args),
+            call(&mut con, false, Op::Check, "now", &args),
             Ok(vec![1, 5, 3, -1, 60000, 60000])
         );
         let after = server_ms(&mut con);
@@ -820,7 +870,7 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
             .unwrap();
         let started = server_ms(&mut con) as i64;
         assert_eq!(
-            call(&mut con, is_module, false, "inf1", &args),
+            call(&mut con, is_module, Op::Check, "inf1", &args),
             Ok(vec![1, 5, 3, -1, NEVER_MS, 1000]),
             "module: {is_module}"
         );
@@ -847,20 +897,20 @@ fn the_library_names_the_window_its_reply_describes() {
         let one: &[&str] = &["60000", "2", "1000"];
         let several: &[&str] = &["60000", "10", "1100", "WINDOW", "1000", "2"];
         let long: &[&str] = &["60000", "2", "1200", "WINDOW", "1000", "2"];
-        // In order, on one key: (peek, arguments, reply).
+        // In order, on one key: (call, arguments, reply).
         let calls = [
-            (true, one, [1, 2, 1, -1, 60000, 60000]),
-            (false, one, [1, 2, 1, -1, 60000, 60000]),
-            (true, several, [1, 2, 0, -1, 60000, 1000]),
-            (false, several, [1, 2, 0, -1, 60000, 1000]),
-            (false, several, [0, 2, 0, 900, 60000, 1000]),
-            (true, long, [0, 2, 0, 59800, 59900, 60000]),
+            (Op::Peek, one, [1, 2, 1, -1, 60000, 60000]),
+            (Op::Check, one, [1, 2, 1, -1, 60000, 60000]),
+            (Op::Peek, several, [1, 2, 0, -1, 60000, 1000]),
+            (Op::Check, several, [1, 2, 0, -1, 60000, 1000]),
+            (Op::Check, several, [0, 2, 0, 900, 60000, 1000]),
+            (Op::Peek, long, [0, 2, 0, 59800, 59900, 60000]),
         ];
-        for (peek, args, reply) in calls {
+        for (op, args, reply) in calls {
             assert_eq!(
-                call(&mut con, false, peek, "w", &to_strings(args)),
+                call(&mut con, false, op, "w", &to_strings(args)),
                 Ok(reply.to_vec()),
-                "{args:?} peek={peek}"
+                "{op:?} {args:?}"
             );
         }
     });

@@ -141,9 +141,12 @@ fn keyspace_events_in(encoding: Encoding) {
             ("zadd", "ev"),
             ("expire", "ev"),
             ("expire", "ev"),
-            // The penalty: one entry recorded, the oldest dropped.
-            ("zadd", "ev"),
+            // The penalty: the oldest dropped to make room (which empties
+            // the log), one entry recorded, and the expiry the key had.
             ("zremrangebyrank", "ev"),
+            ("del", "ev"),
+            ("zadd", "ev"),
+            ("expire", "ev"),
         ],
         // A new or small compact log goes whole, as one SET ... PXAT.
         Encoding::Compact => &[
@@ -167,33 +170,45 @@ fn keyspace_events_in(encoding: Encoding) {
             ("zadd", "big"),
             ("expire", "big"),
             ("zadd", "cap"),
-            // A penalty capping 101 entries to 5, in one command.
-            ("zadd", "cap"),
+            // A penalty capping 100 entries to 4 in one command, to record
+            // a fifth.
             ("zremrangebyrank", "cap"),
+            ("zadd", "cap"),
             ("expire", "cap"),
         ])
         .map(|(event, key)| (event.to_string(), key.to_string()))
         .collect();
     // A log large enough to be changed in place (SETRANGE) when compact:
-    // grown one entry at a time, trimmed, capped and emptied.
+    // grown one entry at a time, trimmed, given back, capped and emptied.
     // Windows are long, so that nothing expires during the test.
     for t in 0..300u64 {
         let now = (1000 + t).to_string();
         support::check(&mut con, "large", &["10000000", "1000", &now]);
     }
-    let steps: [&[&str]; 4] = [
-        &["10000000", "1000", "10001100", "COST", "2"],
-        &["10000000", "5", "10001100", "COST", "9"],
-        &["10000000", "5", "10001100", "PENALIZE"],
-        &["10000000", "5", "100000000"],
+    let steps: [(&str, &[&str]); 7] = [
+        ("SWL.CHECK", &["10000000", "1000", "10001100", "COST", "2"]),
+        ("SWL.REFUND", &["10000000", "1000", "10001100"]),
+        ("SWL.CHECK", &["10000000", "5", "10001100", "COST", "9"]),
+        (
+            "SWL.REFUND",
+            &["10000000", "1000", "10001100", "COST", "100"],
+        ),
+        ("SWL.CHECK", &["10000000", "5", "10001100", "PENALIZE"]),
+        ("SWL.REFUND", &["10000000", "5", "10001100", "COST", "2"]),
+        ("SWL.CHECK", &["10000000", "5", "100000000"]),
     ];
-    for args in steps {
-        let _: Vec<i64> = redis::cmd("SWL.CHECK")
+    for (command, args) in steps {
+        let _: Vec<i64> = redis::cmd(command)
             .arg("large")
             .arg(args)
             .query(&mut con)
             .unwrap();
     }
+    let refunded: Vec<i64> = redis::cmd("SWL.REFUND")
+        .arg(&["large", "10000000", "5", "100000000", "COST", "5"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(refunded[0], 1);
     let _: () = redis::cmd("SET")
         .arg("end2")
         .arg("1")

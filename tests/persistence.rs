@@ -26,11 +26,26 @@ fn state(con: &mut Connection) -> State {
 }
 
 /// Checks on many keys: server clock, explicit times, COST, windows,
-/// penalties, denials. Windows are long, so nothing expires meanwhile.
+/// penalties, denials, and refunds. Windows are long, so nothing expires
+/// meanwhile; a check follows each refund on its key, so none is left
+/// empty.
 fn workload(con: &mut Connection) {
     for i in 0..400u64 {
         let key = format!("rl:{}", i % 23);
         let now = (1_000_000 + i * 37).to_string();
+        if i % 3 == 0 {
+            let mut refund = |args: &[&str]| -> Vec<i64> {
+                redis::cmd("SWL.REFUND")
+                    .arg(&key)
+                    .arg(args)
+                    .query(con)
+                    .unwrap()
+            };
+            match i % 2 {
+                0 => refund(&["3600000", "5", "*"]),
+                _ => refund(&["3600000", "8", &now, "COST", "2"]),
+            };
+        }
         match i % 5 {
             0 => check(con, &key, &["3600000", "5", "*"]),
             1 => check(con, &key, &["3600000", "8", &now, "COST", "2"]),

@@ -1,6 +1,6 @@
 //! A replica, with or without the module, holds exactly the master's log
 //! (a sorted set's members and scores, a compact log's bytes) and the same
-//! absolute expiry.
+//! absolute expiry, after checks and refunds.
 
 mod support;
 
@@ -56,19 +56,29 @@ fn wait_for_short_logs_to_expire(con: &mut Connection, long_logs: i64) {
     }
 }
 
-/// SWL.CHECK, or FCALL swl_check through the function library: the first
-/// five integers of the reply (the sixth is checked).
-fn check_through(con: &mut Connection, library: bool, key: &str, args: &[&str]) -> [i64; 5] {
-    if !library {
-        return check(con, key, args);
-    }
-    let reply: Vec<i64> = redis::cmd("FCALL")
-        .arg("swl_check")
-        .arg(1)
+/// SWL.CHECK or SWL.REFUND (`command`: "check" or "refund"), or FCALL
+/// swl_check or swl_refund through the function library: the first five
+/// integers of the reply (the sixth is checked).
+fn call_through(
+    con: &mut Connection,
+    library: bool,
+    command: &str,
+    key: &str,
+    args: &[&str],
+) -> [i64; 5] {
+    let mut cmd = if library {
+        redis::cmd("FCALL")
+            .arg(format!("swl_{command}"))
+            .arg(1)
+            .clone()
+    } else {
+        redis::cmd(&format!("SWL.{}", command.to_uppercase()))
+    };
+    let reply: Vec<i64> = cmd
         .arg(key)
         .arg(args)
         .query(con)
-        .unwrap_or_else(|e| panic!("FCALL swl_check {key} {args:?} failed: {e}"));
+        .unwrap_or_else(|e| panic!("{command} {key} {args:?} failed: {e}"));
     first_five(&reply, args)
 }
 
@@ -98,8 +108,12 @@ fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
     let with_module = start_replica(&master, Config::default());
     let without_module = start_replica(&master, Config::without_module());
     let mut con = master.connect();
-    let check =
-        |con: &mut Connection, key: &str, args: &[&str]| check_through(con, library, key, args);
+    let check = |con: &mut Connection, key: &str, args: &[&str]| {
+        call_through(con, library, "check", key, args)
+    };
+    let refund = |con: &mut Connection, key: &str, args: &[&str]| {
+        call_through(con, library, "refund", key, args)
+    };
 
     let mut outcomes = [0usize; 2];
     for i in 0..3000u64 {
@@ -108,6 +122,20 @@ fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
         // Each short log keeps to one clock: server-clock entries would be
         // far in the future for explicit times and keep the log for years.
         let short = format!("short:{}:{}", i % 8, i % 19);
+        // A refund comes before a check of the same key, so every long log
+        // ends with a check that leaves entries in it.
+        let explicit = (1000 + i * 40).to_string();
+        match (i % 8, i % 15) {
+            (0..=5, 0) => refund(&mut con, &long, &["600000", "6", "*"]),
+            (0..=5, 5) => refund(&mut con, &long, &["600000", "40", "*", "COST", "3"]),
+            (0..=5, 10) => refund(
+                &mut con,
+                &long,
+                &["60000", "2", &explicit, "WINDOW", "10", "2"],
+            ),
+            (6, 3 | 8) => refund(&mut con, &short, &["5", "2", "*"]),
+            _ => [0; 5],
+        };
         let reply = match i % 8 {
             // The server clock: replicas must get the master's time.
             0 => check(&mut con, &long, &["600000", "6", "*"]),
