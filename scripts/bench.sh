@@ -17,6 +17,8 @@
 #               100,000-entry log, the largest cost, entries out of order
 #   compact     the compact encoding against its targets, and the function
 #               library on compact logs beside the module
+#   refund      SWL.REFUND's server time beside SWL.CHECK's, in both
+#               encodings, and through the function library
 # Usage: scripts/bench.sh [requests per throughput run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -277,6 +279,17 @@ worst_cases() {
     for i in $(seq 1 5); do cli fcall swl_check 1 fwcc 100000000 100000000 "$((base - i))" >/dev/null; done
     printf '%-34s %10s\n' "compact: FCALL, entry older than all" "$(usec_per_call fcall)"
     cli config set swl.encoding zset >/dev/null
+    # The largest refund: 99,999 of 100,000 entries given back in one
+    # call (on a compact log, freed slots and their bytes propagated).
+    local encoding
+    for encoding in zset compact; do
+        cli config set swl.encoding "$encoding" >/dev/null
+        for i in $(seq 1 5); do cli swl.check "rcost:$encoding:$i" 60000 100000 '*' COST 100000 >/dev/null; done
+        cli config resetstat >/dev/null
+        for i in $(seq 1 5); do cli swl.refund "rcost:$encoding:$i" 60000 100000 '*' COST 99999 >/dev/null; done
+        printf '%-34s %10s\n' "$encoding: SWL.REFUND COST 99,999" "$(usec_per_call swl.refund)"
+    done
+    cli config set swl.encoding zset >/dev/null
     # The library's costliest call: COST 100,000 on a sorted set is
     # 100,000 ZADD calls from Lua.
     cli config resetstat >/dev/null
@@ -311,6 +324,31 @@ compact_speed() {
         "$swl_us" "$zadd_us" "$both_us" "$(ratio "$zadd_us" "$swl_us")" "$(ratio "$both_us" "$swl_us")"
     library_compact+=("$(printf '%-10s %10.0f %10.0f %10s %10s %10s %10s' "$name" "$library" "$swl" "$(ratio "$swl" "$library")" \
         "$library_us" "$swl_us" "$(ratio "$library_us" "$swl_us")")")
+}
+
+# SWL.REFUND beside SWL.CHECK on the same keys, in one encoding: checks
+# of COST 2 on 100,000 keys, then refunds of one unit on them; the same
+# through the function library.
+refund_speed() {
+    local encoding=$1 check_us refund_us fcheck_us frefund_us
+    cli flushall >/dev/null
+    cli config set swl.encoding "$encoding" >/dev/null
+    load_library "$encoding"
+    cli config resetstat >/dev/null
+    rps 100000 SWL.CHECK "rf:__rand_int__" 60000 1000 '*' COST 2 >/dev/null
+    rps 100000 SWL.REFUND "rf:__rand_int__" 60000 1000 '*' >/dev/null
+    check_us=$(usec_per_call swl.check)
+    refund_us=$(usec_per_call swl.refund)
+    cli config resetstat >/dev/null
+    rps 100000 FCALL swl_check 1 "frf:__rand_int__" 60000 1000 '*' COST 2 >/dev/null
+    fcheck_us=$(usec_per_call fcall)
+    cli config resetstat >/dev/null
+    rps 100000 FCALL swl_refund 1 "frf:__rand_int__" 60000 1000 '*' >/dev/null
+    frefund_us=$(usec_per_call fcall)
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+    printf '%-10s %12s %12s %12s %14s %14s %12s\n' "$encoding" "$check_us" "$refund_us" "$(ratio "$check_us" "$refund_us")" \
+        "$fcheck_us" "$frefund_us" "$(ratio "$frefund_us" "$refund_us")"
 }
 
 # The function library, creating new logs in the given encoding (its
@@ -365,3 +403,8 @@ echo "(target: vs swl.lua >= 3)"
 echo
 echo "The most expensive single calls (server microseconds per call; target < 10,000)"
 worst_cases
+echo
+echo "SWL.REFUND beside SWL.CHECK (server microseconds per call, INFO commandstats: COST 2 checks, then refunds of 1, on 100,000 keys)"
+printf '%-10s %12s %12s %12s %14s %14s %12s\n' encoding SWL.CHECK SWL.REFUND "check/refund" "swl_check us" "swl_refund us" "vs swl.lua"
+refund_speed zset
+refund_speed compact
