@@ -1,4 +1,5 @@
-# make run   build the module and start redis-server with it (PORT=6379)
+# make run   build the module and start redis-server with it on 127.0.0.1
+#            (PORT=6379; BIND=0.0.0.0 to listen on every interface)
 # make test  unit tests, integration tests against real redis-server, and the
 #            FastAPI, Express and axum middleware over real HTTP
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
@@ -6,10 +7,13 @@
 # run, test and bench install what is missing first (scripts/setup.sh).
 
 PORT ?= 6379
+# Loopback only unless told otherwise: a server for trying things out has
+# no password.
+BIND ?= 127.0.0.1
 CARGO ?= cargo
 MODULE := $(abspath target/release/libredis_swl.so)
 
-.PHONY: setup build run test bench lint
+.PHONY: setup build run serve test bench lint
 
 setup:
 	@bash scripts/setup.sh
@@ -18,9 +22,14 @@ build: setup
 	$(CARGO) build --release --lib
 
 # Data (dump.rdb) goes to target/run, not into the source tree.
+RUN_DIR ?= target/run
 run: build
-	mkdir -p target/run
-	exec redis-server --port $(PORT) --dir $(abspath target/run) --loadmodule $(MODULE)
+	@$(MAKE) --no-print-directory serve
+
+# The server `make run` starts, without the build (tests start it so).
+serve:
+	mkdir -p $(RUN_DIR)
+	exec redis-server --port $(PORT) --bind $(BIND) --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE)
 
 test: build lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
