@@ -17,6 +17,9 @@
 #               100,000-entry log, the largest cost, entries out of order
 #   compact     the compact encoding against its targets, and the function
 #               library on compact logs beside the module
+#   library     the function library against the usual script on the
+#               one-window workloads: time per call, commands per call,
+#               and the Lua time around them
 #   refund      SWL.REFUND's server time beside SWL.CHECK's, in both
 #               encodings, and through the function library
 # Usage: scripts/bench.sh [requests per throughput run]
@@ -326,6 +329,43 @@ compact_speed() {
         "$library_us" "$swl_us" "$(ratio "$library_us" "$swl_us")")")
 }
 
+# Where the time of one workload goes (server microseconds per call): the
+# call, the commands it issued per call and their own time, and the rest,
+# which for a script or function is the Lua around those commands.
+breakdown() {
+    local label=$1 keyspace=$2 command=$3
+    shift 3
+    cli flushall >/dev/null
+    cli config resetstat >/dev/null
+    rps "$keyspace" "$@" >/dev/null
+    cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v top="cmdstat_$command" -v label="$label" '
+        $1 == top { calls = $3; usec = $5; next }
+        $1 ~ /^cmdstat_/ && $1 != "cmdstat_config|resetstat" { inner += $3; inner_usec += $5 }
+        END { printf "%-30s %10.2f %10.2f %10.2f %10.2f\n", label, usec / calls, inner / calls, inner_usec / calls, (usec - inner_usec) / calls }'
+}
+
+# The function library against the usual script on the one-window
+# workloads, with where each spends its time.
+library_cost() {
+    local rows=() zset_admitted zset_denied cpt_admitted cpt_denied
+    rows+=("$(breakdown "script, admitted" 100000 evalsha EVALSHA "$sha" 1 "b:__rand_int__" 60000 1000)")
+    rows+=("$(breakdown "script, denied" 10 evalsha EVALSHA "$sha" 1 "b:__rand_int__" 60000 10)")
+    rows+=("$(breakdown "swl.lua sorted set, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*')")
+    rows+=("$(breakdown "swl.lua sorted set, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*')")
+    load_library compact
+    rows+=("$(breakdown "swl.lua compact, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*')")
+    rows+=("$(breakdown "swl.lua compact, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*')")
+    load_library zset
+    printf '%-30s %10s %10s %10s %10s\n' workload "us/call" "cmds/call" "cmds us" "Lua us"
+    printf '%s\n' "${rows[@]}"
+    local per_call=()
+    local row
+    for row in "${rows[@]}"; do per_call+=("$(echo "$row" | awk '{ print $(NF - 3) }')"); done
+    printf 'swl.lua vs script: sorted set admitted %s (target <= 1.3), denied %s (target <= 2); compact admitted %s (target <= 1.6), denied %s (target <= 2)\n' \
+        "$(ratio "${per_call[2]}" "${per_call[0]}")" "$(ratio "${per_call[3]}" "${per_call[1]}")" \
+        "$(ratio "${per_call[4]}" "${per_call[0]}")" "$(ratio "${per_call[5]}" "${per_call[1]}")"
+}
+
 # SWL.REFUND beside SWL.CHECK on the same keys, in one encoding: checks
 # of COST 2 on 100,000 keys, then refunds of one unit on them; the same
 # through the function library.
@@ -403,6 +443,9 @@ echo "(target: vs swl.lua >= 3)"
 echo
 echo "The most expensive single calls (server microseconds per call; target < 10,000)"
 worst_cases
+echo
+echo "The function library against the usual script, one window (server microseconds per call, INFO commandstats)"
+library_cost
 echo
 echo "SWL.REFUND beside SWL.CHECK (server microseconds per call, INFO commandstats: COST 2 checks, then refunds of 1, on 100,000 keys)"
 printf '%-10s %12s %12s %12s %14s %14s %12s\n' encoding SWL.CHECK SWL.REFUND "check/refund" "swl_check us" "swl_refund us" "vs swl.lua"

@@ -99,8 +99,12 @@ local function parse(args, command)
   return request
 end
 
--- Exact for every integer a score holds.
-local function num(x) return string.format('%.0f', x) end
+-- Exact for every integer a score holds. Whole numbers go through the
+-- integer format, several times cheaper than the floating-point one.
+local function num(x)
+  if x == math.floor(x) and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
+  return string.format('%.0f', x)
+end
 
 -- The first index in 0..len-1 where is_before turns false (len if none),
 -- assuming it holds on a prefix.
@@ -134,44 +138,112 @@ local function add_members(key, at, count, clock)
   end
 end
 
--- ZCOUNT and ZRANGE by rank are O(log N).
-local function zset_log(key, clock)
-  local log = {}
-  function log.len() return redis.call('ZCARD', key) end
-  function log.count_above(floor)
-    return redis.call('ZCOUNT', key, '(' .. num(floor), '+inf')
+-- The newest entries up to this many are read in one ZRANGE (a denial's
+-- wait and its reset, then one read). Each score read costs Redis a
+-- double formatted as text and Lua one parsed back: more would cost more
+-- than a second read.
+local TAIL_AT_MOST = 2
+
+-- ZCOUNT and ZRANGE by rank are O(log N). What a call has read is kept
+-- until it writes: the count (ZCARD, kept through its own ZADD), the
+-- floor the log was last trimmed to (counting above it or any lower floor
+-- is the count), and the newest entries read by rank. A log is a table
+-- of that state with the methods below (a call makes one table, not a
+-- closure per method).
+local Zset = {}
+Zset.__index = Zset
+
+-- The log in `key`; `trimmed_to`, when given, is a floor the caller has
+-- already trimmed it to.
+local function zset_log(key, clock, trimmed_to)
+  return setmetatable({ key = key, clock = clock, trimmed_to = trimmed_to }, Zset)
+end
+
+function Zset:forget() self.card, self.tail_from, self.tail = nil, nil, nil end
+
+function Zset:len()
+  local card = self.card
+  if not card then
+    card = redis.call('ZCARD', self.key)
+    self.card = card
   end
-  function log.score_at(rank)
-    if rank < 0 then return nil end
-    local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  return card
+end
+
+function Zset:count_above(floor)
+  local trimmed_to = self.trimmed_to
+  if trimmed_to and floor <= trimmed_to then return self:len() end
+  return redis.call('ZCOUNT', self.key, '(' .. num(floor), '+inf')
+end
+
+function Zset:score_at(rank)
+  if rank < 0 then return nil end
+  local tail_from = self.tail_from
+  if tail_from and rank >= tail_from then return self.tail[rank - tail_from + 1] end
+  if self:len() - rank > TAIL_AT_MOST then
+    local entry = redis.call('ZRANGE', self.key, rank, rank, 'WITHSCORES')
     return entry[2] and tonumber(entry[2])
   end
-  function log.trim_through(floor)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+  local entries = redis.call('ZRANGE', self.key, rank, -1, 'WITHSCORES')
+  local tail = {}
+  for i = 2, #entries, 2 do tail[i / 2] = tonumber(entries[i]) end
+  self.tail_from, self.tail = rank, tail
+  return tail[1]
+end
+
+-- The newest entry. Where the caller has just recorded entries at
+-- `recorded_at`, a count tells whether any is later, without reading a
+-- score (each read costs a double formatted and parsed back).
+function Zset:newest(recorded_at)
+  if recorded_at and redis.call('ZCOUNT', self.key, '(' .. num(recorded_at), '+inf') == 0 then
+    return recorded_at
   end
-  function log.record(at, count) add_members(key, at, count, clock) end
-  function log.cap_to(max_entries)
-    local excess = redis.call('ZCARD', key) - max_entries
-    if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
+  return self:score_at(self:len() - 1)
+end
+
+function Zset:trim_through(floor)
+  local trimmed_to = self.trimmed_to
+  if trimmed_to and floor <= trimmed_to then return end
+  redis.call('ZREMRANGEBYSCORE', self.key, '-inf', num(floor))
+  self:forget()
+  self.trimmed_to = floor
+end
+
+function Zset:record(at, count)
+  add_members(self.key, at, count, self.clock)
+  local known = self.card
+  self:forget()
+  if known then self.card = known + count end
+  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = nil end
+end
+
+function Zset:cap_to(max_entries)
+  local excess = self:len() - max_entries
+  if excess > 0 then
+    redis.call('ZREMRANGEBYRANK', self.key, 0, excess - 1)
+    self:forget()
   end
-  function log.drop_newest(count)
-    redis.call('ZREMRANGEBYRANK', key, -count, -1)
+end
+
+function Zset:drop_newest(count)
+  redis.call('ZREMRANGEBYRANK', self.key, -count, -1)
+  self:forget()
+end
+
+-- A sorted set is never found damaged.
+function Zset:finish() return true end
+
+-- Every entry as SWL.ENTRIES replies it: integers where whole, as ZRANGE
+-- shows a score otherwise (fractional, infinite).
+function Zset:entries()
+  local times = {}
+  local scores = redis.call('ZRANGE', self.key, 0, -1, 'WITHSCORES')
+  for i = 2, #scores, 2 do
+    local score = tonumber(scores[i])
+    local whole = score == math.floor(score) and math.abs(score) < 9.2e18
+    times[#times + 1] = whole and score or scores[i]
   end
-  -- A sorted set is never found damaged.
-  function log.finish() return true end
-  -- Every entry as SWL.ENTRIES replies it: integers where whole, as ZRANGE
-  -- shows a score otherwise (fractional, infinite).
-  function log.entries()
-    local times = {}
-    local scores = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    for i = 2, #scores, 2 do
-      local score = tonumber(scores[i])
-      local whole = score == math.floor(score) and math.abs(score) < 9.2e18
-      times[#times + 1] = whole and score or scores[i]
-    end
-    return times
-  end
-  return log
+  return times
 end
 
 --[[ The compact log: a string of fixed-width slots, byte for byte as the
@@ -303,311 +375,338 @@ local function encode(times, spare, insert)
 end
 
 -- The compact log in `key`, which holds one (`exists`) or nothing.
-local function compact_log(key, exists)
-  local log = {}
-  -- What has been read of the value, kept equal to the stored bytes
-  -- through every write: its length, the whole value (when small or
-  -- written here), its header, and blocks of slots.
-  local len, whole, header, blocks
-  -- The value parsed as a log, again after every change (as the module
-  -- parses it), from what has been read.
-  local layout, parsed
-  -- A head moved but not yet written: a later change of the call may find
-  -- the value damaged, and the call must then leave it as it was.
-  local head_pending
-  -- A change found bytes that are not a compact log (slots another writer
-  -- changed, which a call reads only in part): nothing more is written.
-  local damaged = false
+-- A compact log is a table of what a call has read of the value, kept
+-- equal to the stored bytes through every write (its length, the whole
+-- value when small or written here, its header, blocks of slots), the
+-- value as parsed (again after every change, as the module parses it),
+-- and what the call has changed, with the methods below.
+local Compact = {}
+Compact.__index = Compact
 
-  local function reread() len, whole, header, blocks = nil, nil, nil, {} end
-  local function reparse() layout, parsed = nil, false end
-  reread()
-  reparse()
-
-  -- `n` bytes from offset `at` (0-based).
-  local function read(at, n)
-    if whole then return string.sub(whole, at + 1, at + n) end
-    return redis.call('GETRANGE', key, at, at + n - 1)
-  end
-
-  -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is
-  -- read whole by the same call.
-  local function value_len()
-    if not len then
-      local start = redis.call('GETRANGE', key, 0, READ_WHOLE_AT_MOST - 1)
-      if #start < READ_WHOLE_AT_MOST then
-        len, whole = #start, start
-      else
-        len = redis.call('STRLEN', key)
-        header = string.sub(start, 1, HEADER_LEN)
-        if len == #start then whole = start end
-      end
-    end
-    return len
-  end
-
-  -- The slot at `index` as stored; 0 past the end. Slots are read a
-  -- block at a time, and decoded one at a time.
-  local function raw(index)
-    if index >= layout.capacity then return 0 end
-    local width = layout.width
-    local bytes, at
-    if whole then
-      bytes, at = whole, HEADER_LEN + index * width + 1
-    else
-      local block = math.floor(index / BLOCK_SLOTS)
-      bytes = blocks[block]
-      if not bytes then
-        local first = block * BLOCK_SLOTS
-        local count = math.min(BLOCK_SLOTS, layout.capacity - first)
-        bytes = read(HEADER_LEN + first * width, count * width)
-        blocks[block] = bytes
-      end
-      at = (index % BLOCK_SLOTS) * width + 1
-    end
-    if width == 4 then return (struct.unpack('<I4', bytes, at)) end
-    local low, high = struct.unpack('<I4I4', bytes, at)
-    return wide_slot(low, high)
-  end
-
-  -- Makes what was read show `bytes` at `at`, as the value will hold them.
-  local function overlay(at, bytes)
-    local stop = at + #bytes
-    local function splice(old)
-      return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
-    end
-    if whole then whole = splice(whole) end
-    if header and at < HEADER_LEN then
-      header = string.sub(splice(header), 1, HEADER_LEN)
-    end
-    if not whole and stop > HEADER_LEN then
-      local slot_bytes = layout.width * BLOCK_SLOTS
-      local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
-      for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
-        blocks[block] = nil
-      end
-    end
-    reparse()
-  end
-
-  local function write_pending_head()
-    if head_pending then
-      redis.call('SETRANGE', key, HEAD_AT, head_pending)
-      head_pending = nil
-    end
-  end
-
-  -- Writes `bytes` at `at`, within the value, and keeps what was read
-  -- equal to what is stored.
-  local function write(at, bytes)
-    write_pending_head()
-    redis.call('SETRANGE', key, at, bytes)
-    overlay(at, bytes)
-  end
-
-  -- The whole value written anew, keeping the key's expiry.
-  local function store(value)
-    head_pending = nil
-    redis.call('SET', key, value, 'KEEPTTL')
-    exists = true
-    reread()
-    len, whole = #value, value
-    reparse()
-  end
-
-  local function unlink()
-    head_pending = nil
-    redis.call('UNLINK', key)
-    exists = false
-    reread()
-    reparse()
-  end
-
-  -- The time of the slot at `index`, if it holds one.
-  local function time(index)
-    local value = raw(index)
-    if value == 0 or value - 1 > MAX_MS - layout.base then return nil end
-    return layout.base + value - 1
-  end
-
-  -- Checks the header and the live range in O(log N), as the module does
-  -- on every call; nil for bytes that are not a compact log.
-  local function parse()
-    local len = value_len()
-    if len < MIN_LEN then return nil end
-    header = header or read(0, HEADER_LEN)
-    local width = string.byte(header, 6)
-    if string.sub(header, 1, 5) ~= 'SWLc\1' or (width ~= 4 and width ~= 8)
-        or string.sub(header, 7, 8) ~= '\0\0' or string.sub(header, 21, 24) ~= '\0\0\0\0'
-        or (len - HEADER_LEN) % width ~= 0 then
-      return nil
-    end
-    local base_low, base_high, head = struct.unpack('<I4I4I4', header, 9)
-    if base_high >= HIGH_OF_2_53 then return nil end
-    layout = { width = width, base = base_high * TWO_32 + base_low, head = head,
-      capacity = (len - HEADER_LEN) / width }
-    if head > layout.capacity then return nil end
-    layout.stop = head + partition_point(layout.capacity - head,
-      function(i) return raw(head + i) ~= 0 end)
-    if layout.stop > head then
-      local oldest, newest = time(head), time(layout.stop - 1)
-      if not oldest or not newest or oldest > newest then return nil end
-    end
-    return layout
-  end
-
-  -- The value as a log, parsed once per change; nil for none.
-  local function current()
-    if not parsed then
-      parsed = true
-      layout = exists and parse() or nil
-    end
-    return layout
-  end
-
-  -- Whether a change may go ahead on an existing log: not after one found
-  -- the value damaged, and not on bytes that no longer parse (which marks
-  -- them damaged).
-  local function changeable()
-    if damaged or not exists then return false end
-    if not current() then damaged = true end
-    return not damaged
-  end
-
-  local function live() return layout.stop - layout.head end
-
-  -- Live entries at or before `t`: a binary search.
-  local function count_through(t)
-    local limit = t + 1 - layout.base
-    if limit < 0 then return 0 end
-    return partition_point(live(), function(rank) return raw(layout.head + rank) <= limit end)
-  end
-
-  local function count_above(floor)
-    if floor < 0 then return live() end
-    return live() - count_through(floor)
-  end
-
-  -- The entries from slot `head` to the end of the live ones, each slot
-  -- checked, and the free slots after them checked to be free; nil if
-  -- any is not.
-  local function entries_from(head)
-    local width, stop = layout.width, layout.stop
-    local bytes = read(HEADER_LEN + head * width, (layout.capacity - head) * width)
-    local stored = decode_slots(bytes, width, stop - head)
-    local times, base = {}, layout.base
-    for i, value in ipairs(stored) do
-      if value == 0 or value - 1 > MAX_MS - base then return nil end
-      local t = base + value - 1
-      if i > 1 and times[i - 1] > t then return nil end
-      times[i] = t
-    end
-    local free = string.sub(bytes, (stop - head) * width + 1)
-    if free ~= string.rep('\0', #free) then return nil end
-    return times
-  end
-
-  -- Moves the head to the slot `pick` names: an emptied log goes, a dead
-  -- prefix of more than half the value is reclaimed by writing the live
-  -- entries anew, otherwise only the head changes.
-  local function move_head(pick)
-    if not changeable() then return end
-    local head = pick()
-    if head == layout.head then return end
-    if head == layout.stop then
-      unlink()
-    elseif head * 2 > layout.capacity then
-      local times = entries_from(head)
-      if times then store(encode(times, 0)) else damaged = true end
-    else
-      head_pending = struct.pack('<I4', head)
-      overlay(HEAD_AT, head_pending)
-    end
-  end
-
-  function log.len() return current() and live() or 0 end
-
-  function log.count_above(floor)
-    return current() and count_above(floor) or 0
-  end
-
-  function log.score_at(rank)
-    if not current() or rank < 0 or rank >= live() then return nil end
-    return time(layout.head + rank) or MAX_MS
-  end
-
-  function log.trim_through(floor)
-    move_head(function() return layout.stop - count_above(floor) end)
-  end
-
-  function log.cap_to(max_entries)
-    move_head(function() return layout.stop - math.min(live(), max_entries) end)
-  end
-
-  -- An entry no older than the newest goes into free slots; an older one
-  -- to its sorted place, moving the newer slots up. Without room, before
-  -- the base or past the slot width, the value is written anew with room
-  -- for an eighth more.
-  function log.record(at, count)
-    if not exists and not damaged then
-      store(encode({}, 0, { time = at, count = count, after = 0 }))
-      return
-    end
-    if not changeable() then return end
-    local width = layout.width
-    local stored = at + 1 - layout.base
-    local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
-    if not fits or layout.capacity - layout.stop < count then
-      local times = entries_from(layout.head)
-      if not times then
-        damaged = true
-        return
-      end
-      local after = partition_point(#times, function(i) return times[i + 1] <= at end)
-      store(encode(times, count, { time = at, count = count, after = after }))
-      return
-    end
-    local first = layout.head + count_through(at)
-    local from = HEADER_LEN + first * width
-    local moved = ''
-    if first < layout.stop then moved = read(from, (layout.stop - first) * width) end
-    write(from, string.rep(pack_slot(stored, width), count) .. moved)
-  end
-
-  -- The `count` newest entries go: their slots are freed; all of them,
-  -- the key.
-  function log.drop_newest(count)
-    if not changeable() then return end
-    local n = live()
-    if n == 0 then return end
-    if count >= n then
-      unlink()
-    else
-      local width = layout.width
-      write(HEADER_LEN + (layout.stop - count) * width, string.rep('\0', count * width))
-    end
-  end
-
-  -- Ends the call's changes: false if one found the value damaged, which
-  -- is then left as it was; otherwise a moved head is written.
-  function log.finish()
-    if damaged then return false end
-    write_pending_head()
-    return true
-  end
-
-  -- Every entry, each slot checked; nil if the value is not a compact log.
-  function log.entries()
-    if not exists then return {} end
-    if not current() then return nil end
-    return entries_from(layout.head)
-  end
-
-  -- Whether a string key holds a well-formed log, as far as a call checks.
-  function log.is_well_formed() return not exists or current() ~= nil end
-
-  return log
+-- The compact log in `key`, which holds one (`exists`) or nothing;
+-- `prefetched`, where the caller has read it, is the value's first
+-- READ_WHOLE_AT_MOST bytes.
+local function compact_log(key, exists, prefetched)
+  return setmetatable({
+    key = key,
+    exists = exists,
+    prefetched = prefetched,
+    blocks = {},
+    -- A head moved but not yet written: a later change of the call may
+    -- find the value damaged, and the call must then leave it as it was.
+    head_pending = nil,
+    -- A change found bytes that are not a compact log (slots another
+    -- writer changed, which a call reads only in part): nothing more is
+    -- written.
+    damaged = false,
+  }, Compact)
 end
+
+function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, {} end
+function Compact:reparse() self.layout, self.parsed = nil, false end
+
+-- `n` bytes from offset `at` (0-based).
+function Compact:read(at, n)
+  local whole = self.whole
+  if whole then return string.sub(whole, at + 1, at + n) end
+  return redis.call('GETRANGE', self.key, at, at + n - 1)
+end
+
+-- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
+-- whole by the same call.
+function Compact:value_len()
+  if not self.size then
+    local start = self.prefetched or redis.call('GETRANGE', self.key, 0, READ_WHOLE_AT_MOST - 1)
+    self.prefetched = nil
+    if #start < READ_WHOLE_AT_MOST then
+      self.size, self.whole = #start, start
+    else
+      self.size = redis.call('STRLEN', self.key)
+      self.header = string.sub(start, 1, HEADER_LEN)
+      if self.size == #start then self.whole = start end
+    end
+  end
+  return self.size
+end
+
+-- The slot at `index` as stored; 0 past the end. Slots are read a block
+-- at a time, and decoded one at a time.
+function Compact:raw(index)
+  local layout = self.layout
+  if index >= layout.capacity then return 0 end
+  local width = layout.width
+  local bytes, at = self.whole, nil
+  if bytes then
+    at = HEADER_LEN + index * width + 1
+  else
+    local block = math.floor(index / BLOCK_SLOTS)
+    bytes = self.blocks[block]
+    if not bytes then
+      local first = block * BLOCK_SLOTS
+      local count = math.min(BLOCK_SLOTS, layout.capacity - first)
+      bytes = self:read(HEADER_LEN + first * width, count * width)
+      self.blocks[block] = bytes
+    end
+    at = (index % BLOCK_SLOTS) * width + 1
+  end
+  if width == 4 then return (struct.unpack('<I4', bytes, at)) end
+  local low, high = struct.unpack('<I4I4', bytes, at)
+  return wide_slot(low, high)
+end
+
+-- Makes what was read show `bytes` at `at`, as the value will hold them.
+function Compact:overlay(at, bytes)
+  local stop = at + #bytes
+  local function splice(old)
+    return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
+  end
+  if self.whole then self.whole = splice(self.whole) end
+  if self.header and at < HEADER_LEN then
+    self.header = string.sub(splice(self.header), 1, HEADER_LEN)
+  end
+  if not self.whole and stop > HEADER_LEN then
+    local slot_bytes = self.layout.width * BLOCK_SLOTS
+    local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
+    for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
+      self.blocks[block] = nil
+    end
+  end
+  self:reparse()
+end
+
+function Compact:write_pending_head()
+  if self.head_pending then
+    redis.call('SETRANGE', self.key, HEAD_AT, self.head_pending)
+    self.head_pending = nil
+  end
+end
+
+-- Writes `bytes` at `at`, within the value, and keeps what was read equal
+-- to what is stored. A moved head goes with them, in the same SETRANGE
+-- where the whole value is at hand.
+function Compact:write(at, bytes)
+  if self.head_pending and self.whole and at > HEAD_AT then
+    self.head_pending = nil
+    self:overlay(at, bytes)
+    redis.call('SETRANGE', self.key, HEAD_AT, string.sub(self.whole, HEAD_AT + 1, at + #bytes))
+    return
+  end
+  self:write_pending_head()
+  redis.call('SETRANGE', self.key, at, bytes)
+  self:overlay(at, bytes)
+end
+
+-- The whole value written anew, keeping the key's expiry.
+function Compact:store(value)
+  self.head_pending = nil
+  redis.call('SET', self.key, value, 'KEEPTTL')
+  self.exists = true
+  self:reread()
+  self.size, self.whole = #value, value
+  self:reparse()
+end
+
+function Compact:unlink()
+  self.head_pending = nil
+  redis.call('UNLINK', self.key)
+  self.exists = false
+  self:reread()
+  self:reparse()
+end
+
+-- The time of the slot at `index`, if it holds one.
+function Compact:time(index)
+  local value, base = self:raw(index), self.layout.base
+  if value == 0 or value - 1 > MAX_MS - base then return nil end
+  return base + value - 1
+end
+
+-- Checks the header and the live range in O(log N), as the module does on
+-- every call; nil for bytes that are not a compact log.
+function Compact:parse()
+  local len = self:value_len()
+  if len < MIN_LEN then return nil end
+  local header = self.header or self:read(0, HEADER_LEN)
+  self.header = header
+  local width = string.byte(header, 6)
+  if string.sub(header, 1, 5) ~= 'SWLc\1' or (width ~= 4 and width ~= 8)
+      or string.sub(header, 7, 8) ~= '\0\0' or string.sub(header, 21, 24) ~= '\0\0\0\0'
+      or (len - HEADER_LEN) % width ~= 0 then
+    return nil
+  end
+  local base_low, base_high, head = struct.unpack('<I4I4I4', header, 9)
+  if base_high >= HIGH_OF_2_53 then return nil end
+  local layout = { width = width, base = base_high * TWO_32 + base_low, head = head,
+    capacity = (len - HEADER_LEN) / width }
+  self.layout = layout
+  if head > layout.capacity then return nil end
+  layout.stop = head + partition_point(layout.capacity - head,
+    function(i) return self:raw(head + i) ~= 0 end)
+  if layout.stop > head then
+    local oldest, newest = self:time(head), self:time(layout.stop - 1)
+    if not oldest or not newest or oldest > newest then return nil end
+  end
+  return layout
+end
+
+-- The value as a log, parsed once per change; nil for none.
+function Compact:current()
+  if not self.parsed then
+    self.parsed = true
+    self.layout = self.exists and self:parse() or nil
+  end
+  return self.layout
+end
+
+-- Whether a change may go ahead on an existing log: not after one found
+-- the value damaged, and not on bytes that no longer parse (which marks
+-- them damaged).
+function Compact:changeable()
+  if self.damaged or not self.exists then return false end
+  if not self:current() then self.damaged = true end
+  return not self.damaged
+end
+
+function Compact:live() return self.layout.stop - self.layout.head end
+
+-- Live entries at or before `t`: a binary search.
+function Compact:count_through(t)
+  local layout = self.layout
+  local limit = t + 1 - layout.base
+  if limit < 0 then return 0 end
+  return partition_point(self:live(),
+    function(rank) return self:raw(layout.head + rank) <= limit end)
+end
+
+function Compact:live_above(floor)
+  if floor < 0 then return self:live() end
+  return self:live() - self:count_through(floor)
+end
+
+-- The entries from slot `head` to the end of the live ones, each slot
+-- checked, and the free slots after them checked to be free; nil if any
+-- is not.
+function Compact:entries_from(head)
+  local layout = self.layout
+  local width, stop = layout.width, layout.stop
+  local bytes = self:read(HEADER_LEN + head * width, (layout.capacity - head) * width)
+  local stored = decode_slots(bytes, width, stop - head)
+  local times, base = {}, layout.base
+  for i, value in ipairs(stored) do
+    if value == 0 or value - 1 > MAX_MS - base then return nil end
+    local t = base + value - 1
+    if i > 1 and times[i - 1] > t then return nil end
+    times[i] = t
+  end
+  local free = string.sub(bytes, (stop - head) * width + 1)
+  if free ~= string.rep('\0', #free) then return nil end
+  return times
+end
+
+-- Moves the head to slot `head` (within the live ones): an emptied log
+-- goes, a dead prefix of more than half the value is reclaimed by writing
+-- the live entries anew, otherwise only the head changes.
+function Compact:move_head(head)
+  local layout = self.layout
+  if head == layout.head then return end
+  if head == layout.stop then
+    self:unlink()
+  elseif head * 2 > layout.capacity then
+    local times = self:entries_from(head)
+    if times then self:store(encode(times, 0)) else self.damaged = true end
+  else
+    self.head_pending = struct.pack('<I4', head)
+    self:overlay(HEAD_AT, self.head_pending)
+  end
+end
+
+function Compact:len() return self:current() and self:live() or 0 end
+
+function Compact:count_above(floor)
+  return self:current() and self:live_above(floor) or 0
+end
+
+function Compact:score_at(rank)
+  if not self:current() or rank < 0 or rank >= self:live() then return nil end
+  return self:time(self.layout.head + rank) or MAX_MS
+end
+
+-- The newest entry, as the log's ends show it (a damaged value may show
+-- one older than what was just recorded).
+function Compact:newest() return self:score_at(self:len() - 1) end
+
+function Compact:trim_through(floor)
+  if self:changeable() then self:move_head(self.layout.stop - self:live_above(floor)) end
+end
+
+function Compact:cap_to(max_entries)
+  if self:changeable() then
+    self:move_head(self.layout.stop - math.min(self:live(), max_entries))
+  end
+end
+
+-- An entry no older than the newest goes into free slots; an older one to
+-- its sorted place, moving the newer slots up. Without room, before the
+-- base or past the slot width, the value is written anew with room for
+-- an eighth more.
+function Compact:record(at, count)
+  if not self.exists and not self.damaged then
+    self:store(encode({}, 0, { time = at, count = count, after = 0 }))
+    return
+  end
+  if not self:changeable() then return end
+  local layout = self.layout
+  local width = layout.width
+  local stored = at + 1 - layout.base
+  local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
+  if not fits or layout.capacity - layout.stop < count then
+    local times = self:entries_from(layout.head)
+    if not times then
+      self.damaged = true
+      return
+    end
+    local after = partition_point(#times, function(i) return times[i + 1] <= at end)
+    self:store(encode(times, count, { time = at, count = count, after = after }))
+    return
+  end
+  local first = layout.head + self:count_through(at)
+  local from = HEADER_LEN + first * width
+  local moved = ''
+  if first < layout.stop then moved = self:read(from, (layout.stop - first) * width) end
+  self:write(from, string.rep(pack_slot(stored, width), count) .. moved)
+end
+
+-- The `count` newest entries go: their slots are freed; all of them, the
+-- key.
+function Compact:drop_newest(count)
+  if not self:changeable() then return end
+  local n = self:live()
+  if n == 0 then return end
+  if count >= n then
+    self:unlink()
+  else
+    local width = self.layout.width
+    self:write(HEADER_LEN + (self.layout.stop - count) * width, string.rep('\0', count * width))
+  end
+end
+
+-- Ends the call's changes: false if one found the value damaged, which is
+-- then left as it was; otherwise a moved head is written.
+function Compact:finish()
+  if self.damaged then return false end
+  self:write_pending_head()
+  return true
+end
+
+-- Every entry, each slot checked; nil if the value is not a compact log.
+function Compact:entries()
+  if not self.exists then return {} end
+  if not self:current() then return nil end
+  return self:entries_from(self.layout.head)
+end
+
+-- Whether a string key holds a well-formed log, as far as a call checks.
+function Compact:is_well_formed() return not self.exists or self:current() ~= nil end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
@@ -631,7 +730,7 @@ end
 local function counts(log, windows, now)
   local result = {}
   for i, w in ipairs(windows) do
-    result[i] = log.count_above(now - w.ms)
+    result[i] = log:count_above(now - w.ms)
   end
   return result
 end
@@ -670,7 +769,7 @@ end
 -- leaves the window.
 local function retry_after(log, len, w, now, cost)
   if cost > w.limit then return -1 end
-  local score = log.score_at(len - (w.limit - cost + 1))
+  local score = log:score_at(len - (w.limit - cost + 1))
   if not score then return 1 end
   return math.max(1, ms_until_left(score, w.ms, now))
 end
@@ -686,7 +785,7 @@ end
 -- stands; `pending` counts `cost` entries at `now` as recorded without
 -- their being in the log (SWL.PEEK of an admit).
 local function verdict(log, windows, counts, now, cost, allowed, pending)
-  local len = log.len()
+  local len = log:len()
   local binding
   for i, w in ipairs(windows) do
     local count = counts[i]
@@ -705,7 +804,8 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
     binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0, w.ms }
   end
   local wide = widest(windows)
-  local newest = log.score_at(len - 1)
+  -- An admitted check has just recorded entries at now.
+  local newest = log:newest(allowed and not pending and now or nil)
   if newest and not (newest > now - wide.ms) then newest = nil end
   if pending and not (newest and newest > now) then newest = now end
   binding[5] = newest and ms_until_left(newest, wide.ms, now) or 0
@@ -718,44 +818,67 @@ local function server_clock()
   return seconds * 1000 + math.floor(micros / 1000), { seconds, micros }
 end
 
--- The log in the one key: a sorted set, a compact log, or (no key) as
--- ENCODING says; or an error reply.
-local function open_log(keys, clock)
-  if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
-  local key = keys[1]
-  local kind = redis.call('TYPE', key)['ok']
+-- The log in `key`: a sorted set, a compact log, or (no key) as ENCODING
+-- says; or an error reply. A call that trims to `floor` first asks the
+-- key with the command it needs anyway for new logs' encoding: a sorted
+-- set is trimmed at once, a compact log's start is read. TYPE is asked
+-- only where that does not tell.
+local function open_log(key, clock, floor)
+  local start
+  if floor and ENCODING == 'zset' then
+    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
+      return zset_log(key, clock, floor)
+    end
+  elseif floor then
+    start = redis.pcall('GETRANGE', key, 0, READ_WHOLE_AT_MOST - 1)
+    -- An empty reply is no key, or an empty string.
+    if type(start) ~= 'string' or start == '' then start = nil end
+  end
+  local kind = start and 'string' or redis.call('TYPE', key)['ok']
   if kind == 'zset' or (kind == 'none' and ENCODING == 'zset') then
     return zset_log(key, clock)
   end
   if kind == 'string' or kind == 'none' then
-    local log = compact_log(key, kind == 'string')
-    if log.is_well_formed() then return log end
+    local log = compact_log(key, kind == 'string', start)
+    if log:is_well_formed() then return log end
   end
   return nil, redis.error_reply(ERR_WRONGTYPE)
 end
 
--- The request and its log, or an error reply: arguments first, then the
--- key's type.
-local function prepare(keys, args, command, clock)
+-- The request (its `now` a time, `*` read off the clock) and its log, or
+-- an error reply: arguments first, then the key's type. A call that
+-- `trims` has its log trimmed to the widest window where that is how the
+-- key is asked.
+local function prepare(keys, args, command, clock_ms, clock, trims)
   local request, err = parse(args, command)
   if not request then return nil, redis.error_reply(err) end
-  local log, failed = open_log(keys, clock)
+  if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
+  if request.now == '*' then request.now = clock_ms end
+  -- A penalty may empty the log and write it anew, which drops the key's
+  -- expiry; a denial must still not shorten the expiry it had.
+  request.expiry_before = request.penalize and redis.call('PEXPIRETIME', keys[1])
+  local floor = trims and request.now - widest(request.windows).ms
+  local log, failed = open_log(keys[1], clock, floor)
   if not log then return nil, failed end
   return request, log
 end
 
+-- Sets the key to expire `ms` from now. Relative, not absolute from the
+-- call's clock as the module sets it: an absolute time that has just
+-- passed would delete the key at once, and a relative one lands late only
+-- by the time the call took (Redis propagates it as PEXPIREAT).
+local function expire_in(key, ms)
+  redis.call('PEXPIRE', key, num(math.max(1, ms)))
+end
+
 local function swl_check(keys, args)
   local clock_ms, clock = server_clock()
-  local request, log = prepare(keys, args, 'swl.check', clock)
+  local request, log = prepare(keys, args, 'swl.check', clock_ms, clock, true)
   if not request then return log end
-  local key = keys[1]
-  local now = request.now == '*' and clock_ms or request.now
+  local key, now = keys[1], request.now
   local windows, cost = request.windows, request.cost
-  -- A penalty may empty the log and write it anew, which drops the key's
-  -- expiry; a denial must still not shorten it.
-  local expiry_before = request.penalize and redis.call('PEXPIRETIME', key)
 
-  log.trim_through(now - widest(windows).ms)
+  log:trim_through(now - widest(windows).ms)
   local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
   local recorded, cap = 0, nil
@@ -764,26 +887,27 @@ local function swl_check(keys, args)
   elseif request.penalize then
     -- Record no more than the cap keeps; entries after now outrank them.
     cap = largest_limit(windows)
-    recorded = math.min(cost, math.max(0, cap - log.count_above(now)))
+    recorded = math.min(cost, math.max(0, cap - log:count_above(now)))
   end
   -- Capped first, keeping room for what is recorded: the same entries as
   -- recording then capping, as the module does it.
-  if cap then log.cap_to(cap - recorded) end
-  if recorded > 0 then log.record(now, recorded) end
-  if not log.finish() then return redis.error_reply(ERR_WRONGTYPE) end
+  if cap then log:cap_to(cap - recorded) end
+  if recorded > 0 then log:record(now, recorded) end
+  if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
   local reply = verdict(log, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
-  -- call's clock + reset_after_ms. An admit sets that; a denial only
-  -- lengthens a shorter expiry (or repairs a missing one). It is set
-  -- relative to the clock now: an absolute time that has just passed would
-  -- delete the key at once (it lands 1 ms late only if a millisecond ticks
-  -- between TIME and PEXPIRE). Redis propagates PEXPIRE as PEXPIREAT.
-  -- PEXPIRETIME is -2 for no key (the log emptied), -1 for no expiry.
+  -- call's clock + reset_after_ms. An admit sets that (it recorded, so
+  -- the key is there); a denial only lengthens a shorter expiry (or
+  -- repairs a missing one). PEXPIRETIME is -2 for no key (the log
+  -- emptied), -1 for no expiry.
+  if allowed then
+    expire_in(key, reply[5])
+    return reply
+  end
   local current = redis.call('PEXPIRETIME', key)
-  local kept = expiry_before or current
-  if current ~= -2 and (allowed or kept < 0 or kept < clock_ms + reply[5]) then
-    local ttl = reply[5] - (server_clock() - clock_ms)
-    redis.call('PEXPIRE', key, num(math.max(1, ttl)))
+  local kept = request.expiry_before or current
+  if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
+    expire_in(key, reply[5])
   elseif current ~= -2 and current ~= kept then
     redis.call('PEXPIREAT', key, num(kept))
   end
@@ -800,30 +924,27 @@ end
 
 local function swl_peek(keys, args)
   local clock_ms = server_clock()
-  local request, log = prepare(keys, args, 'swl.peek')
+  local request, log = prepare(keys, args, 'swl.peek', clock_ms)
   if not request then return log end
-  local now = request.now == '*' and clock_ms or request.now
-  return peek_reply(log, request.windows, now, request.cost)
+  return peek_reply(log, request.windows, request.now, request.cost)
 end
 
 local function swl_refund(keys, args)
   local clock_ms, clock = server_clock()
-  local request, log = prepare(keys, args, 'swl.refund', clock)
+  local request, log = prepare(keys, args, 'swl.refund', clock_ms, clock, true)
   if not request then return log end
-  local key = keys[1]
-  local now = request.now == '*' and clock_ms or request.now
-  local windows, cost = request.windows, request.cost
+  local now, windows, cost = request.now, request.windows, request.cost
   local wide = widest(windows)
-  log.trim_through(now - wide.ms)
-  log.drop_newest(cost)
-  if not log.finish() then return redis.error_reply(ERR_WRONGTYPE) end
+  log:trim_through(now - wide.ms)
+  log:drop_newest(cost)
+  if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
   -- As after an admitted check: the key goes when its newest entry leaves
   -- the window (the reply's reset counts a request not recorded).
-  if redis.call('PEXPIRETIME', key) ~= -2 then
-    local newest = log.score_at(log.len() - 1)
-    local lives = (newest and newest > now - wide.ms) and ms_until_left(newest, wide.ms, now) or 0
-    local ttl = lives - (server_clock() - clock_ms)
-    redis.call('PEXPIRE', key, num(math.max(1, ttl)))
+  local len = log:len()
+  if len > 0 then
+    local newest = log:score_at(len - 1)
+    local lives = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
+    expire_in(keys[1], lives)
   end
   return peek_reply(log, windows, now, cost)
 end
@@ -832,9 +953,10 @@ local function swl_entries(keys, args)
   if #args ~= 0 then
     return redis.error_reply("ERR wrong number of arguments for 'swl.entries' command")
   end
-  local log, failed = open_log(keys)
+  if #keys ~= 1 then return redis.error_reply(ERR_ONE_KEY) end
+  local log, failed = open_log(keys[1])
   if not log then return failed end
-  local times = log.entries()
+  local times = log:entries()
   if not times then return redis.error_reply(ERR_WRONGTYPE) end
   return times
 end

@@ -915,3 +915,106 @@ fn the_library_names_the_window_its_reply_describes() {
         }
     });
 }
+
+/// The commands one FCALL issued, by name, from INFO commandstats (reset
+/// before the call): what each step of the library costs.
+fn commands_of(con: &mut Connection, key: &str, args: &[&str]) -> Vec<(String, i64)> {
+    let _: () = redis::cmd("CONFIG").arg(&["RESETSTAT"]).query(con).unwrap();
+    let _: Vec<i64> = redis::cmd("FCALL")
+        .arg("swl_check")
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .query(con)
+        .unwrap();
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    let mut issued: Vec<(String, i64)> = stats
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            (name != "fcall" && name != "config|resetstat").then(|| (name.to_string(), calls))
+        })
+        .collect();
+    issued.sort();
+    issued
+}
+
+fn named(commands: &[&str]) -> Vec<(String, i64)> {
+    let mut counted: Vec<(String, i64)> = Vec::new();
+    for command in commands {
+        match counted.iter_mut().find(|(name, _)| name == command) {
+            Some((_, calls)) => *calls += 1,
+            None => counted.push((command.to_string(), 1)),
+        }
+    }
+    counted.sort();
+    counted
+}
+
+/// The one-window calls are the ones nearly every user makes: each issues
+/// only the commands it needs (the usual script issues five when it
+/// admits, three when it denies), so a change that adds one shows here.
+#[test]
+fn one_window_calls_issue_the_fewest_commands() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(Config::without_module());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let admit: &[&str] = &["60000", "3", "*"];
+        let (new, admitted, denied, one_left) = match encoding {
+            Encoding::Zset => {
+                let admitted: &[&str] = &[
+                    "time",
+                    "zremrangebyscore",
+                    "zcard",
+                    "zadd",
+                    "zcount",
+                    "pexpire",
+                ];
+                // The entry a denial waits for and the newest, far apart:
+                // a read each.
+                let denied: &[&str] = &[
+                    "time",
+                    "zremrangebyscore",
+                    "zcard",
+                    "zrange",
+                    "zrange",
+                    "pexpiretime",
+                ];
+                // Limit 1: the entry waited for is the newest, one read.
+                let one_left: &[&str] =
+                    &["time", "zremrangebyscore", "zcard", "zrange", "pexpiretime"];
+                (admitted, admitted, denied, one_left)
+            }
+            Encoding::Compact => {
+                let new: &[&str] = &["time", "getrange", "type", "set", "pexpire"];
+                let admitted: &[&str] = &["time", "getrange", "setrange", "pexpire"];
+                let denied: &[&str] = &["time", "getrange", "pexpiretime"];
+                (new, admitted, denied, denied)
+            }
+        };
+        assert_eq!(commands_of(&mut con, "k", admit), named(new), "a new log");
+        assert_eq!(
+            commands_of(&mut con, "k", admit),
+            named(admitted),
+            "admitted"
+        );
+        assert_eq!(
+            commands_of(&mut con, "k", &["60000", "3", "*", "COST", "1"]),
+            named(admitted)
+        );
+        assert_eq!(commands_of(&mut con, "k", admit), named(denied), "denied");
+        assert_eq!(
+            commands_of(&mut con, "k", &["60000", "1", "*"]),
+            named(one_left),
+            "limit 1"
+        );
+    });
+}
