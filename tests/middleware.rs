@@ -4,20 +4,26 @@
 //! stalled, paused, without the module, and stopped and restarted. Every
 //! request is answered within the timeout plus a margin, by each app's
 //! failure policy (open, closed, a bounded local limiter), and each app
-//! returns to Redis by itself. A middleware whose language runtime is
-//! missing is skipped, saying so.
+//! returns to Redis by itself. Each app keys clients by their address, not
+//! by a header they choose; serves its failure count at /failures, outside
+//! the limit; and refuses an unknown policy. A middleware whose language
+//! runtime is missing is skipped, saying so.
+//!
+//! The apps key by the peer's address, so each client here connects from
+//! an address of its own in 127.0.0.0/8, all of which is loopback on Linux.
 
 mod support;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use socket2::{Domain, Socket, Type};
 use support::{Config, Server};
 
 /// The app's timeout for each call to Redis, and what a reply may take
@@ -45,8 +51,15 @@ impl Kind {
         }
     }
 
-    /// Installs what the app needs; false where its runtime is missing.
+    /// Installs what the app needs, once per run (tests run in parallel and
+    /// would otherwise install into the same place at once); false where
+    /// its runtime is missing.
     fn set_up(self) -> bool {
+        static DONE: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        *DONE[self as usize].get_or_init(|| self.install())
+    }
+
+    fn install(self) -> bool {
         let out = Command::new("bash")
             .arg(manifest().join("scripts/setup-examples.sh"))
             .arg(self.name())
@@ -74,8 +87,10 @@ impl Kind {
         match self {
             Kind::Python => {
                 let mut command = Command::new(root.join("target/middleware/python/bin/python"));
+                // No __pycache__ left in the source tree.
                 command
                     .arg("app.py")
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
                     .current_dir(root.join("examples/fastapi"));
                 command
             }
@@ -100,18 +115,8 @@ struct App {
 
 impl App {
     fn start(kind: Kind, redis_port: u16, policy: &'static str, windows: &str) -> App {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = kind
-            .command()
-            .env("REDIS_URL", format!("redis://127.0.0.1:{redis_port}/"))
-            .env("PORT", port.to_string())
-            .env("POLICY", policy)
-            .env("WINDOWS", windows)
-            .env("TIMEOUT_MS", TIMEOUT_MS.to_string())
-            .env("LOCAL_MAX_CLIENTS", "2")
+        let port = free_port();
+        let child = app_command(kind, redis_port, port, policy, windows)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -133,15 +138,37 @@ impl App {
         app
     }
 
-    fn get(&self, api_key: Option<&str>) -> Reply {
-        get(self.port, api_key)
+    /// GET / from `client`'s address.
+    fn get(&self, client: &str) -> Reply {
+        request(self.port, address(client), "/", &[])
+    }
+
+    /// GET /failures: the app's failure count.
+    fn failures(&self, client: &str) -> u64 {
+        let reply = request(self.port, address(client), "/failures", &[]);
+        assert_eq!(
+            reply.status, 200,
+            "{} app, /failures: {reply:?}",
+            self.policy
+        );
+        assert_eq!(
+            reply.header("ratelimit-source"),
+            "",
+            "{} app: /failures went through the limiter: {reply:?}",
+            self.policy
+        );
+        let count = reply.body.trim_end_matches('\n');
+        assert_eq!(reply.body, format!("{count}\n"), "one line: {reply:?}");
+        count
+            .parse()
+            .unwrap_or_else(|_| panic!("a count: {reply:?}"))
     }
 
     /// Asks until Redis answers again (the app's backoff is at most 1 s).
-    fn wait_for_redis(&self, api_key: &str) {
+    fn wait_for_redis(&self, client: &str) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let reply = self.get(Some(api_key));
+            let reply = self.get(client);
             if reply.header("ratelimit-source") == "redis" {
                 return;
             }
@@ -162,10 +189,69 @@ impl Drop for App {
     }
 }
 
+/// The app's command, set up to talk to Redis on `redis_port` and listen
+/// on `port`.
+fn app_command(kind: Kind, redis_port: u16, port: u16, policy: &str, windows: &str) -> Command {
+    let mut command = kind.command();
+    command
+        .env("REDIS_URL", format!("redis://127.0.0.1:{redis_port}/"))
+        .env("PORT", port.to_string())
+        .env("POLICY", policy)
+        .env("WINDOWS", windows)
+        .env("TIMEOUT_MS", TIMEOUT_MS.to_string())
+        .env("LOCAL_MAX_CLIENTS", "2");
+    command
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The clients of these tests, each at its own loopback address.
+const CLIENTS: [&str; 16] = [
+    "warm-up",
+    "alice",
+    "bob",
+    "address",
+    "stall",
+    "after-stall",
+    "pause",
+    "after-pause",
+    "unloaded",
+    "after-unload",
+    "stopped",
+    "third",
+    "fourth",
+    "after-restart",
+    "shared",
+    "operator",
+];
+
+fn address(client: &str) -> Ipv4Addr {
+    let index = CLIENTS
+        .iter()
+        .position(|c| *c == client)
+        .unwrap_or_else(|| panic!("{client} is not in CLIENTS"));
+    Ipv4Addr::new(127, 0, 1, index as u8 + 1)
+}
+
+/// A TCP connection to 127.0.0.1:`port` from `from`. std connects only
+/// from the address the system picks, so: socket, bind, connect.
+fn connect_from(from: Ipv4Addr, port: u16) -> io::Result<TcpStream> {
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    socket.bind(&SocketAddr::from((from, 0)).into())?;
+    socket.connect(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into())?;
+    Ok(TcpStream::from(socket))
+}
+
 #[derive(Debug)]
 struct Reply {
     status: u16,
     headers: HashMap<String, String>,
+    body: String,
     took: Duration,
 }
 
@@ -175,24 +261,27 @@ impl Reply {
     }
 }
 
-/// A real HTTP/1.1 request over a socket: GET / with an optional API key.
-fn get(port: u16, api_key: Option<&str>) -> Reply {
+/// A real HTTP/1.1 GET over a socket from `from`, with extra headers.
+fn request(port: u16, from: Ipv4Addr, path: &str, headers: &[(&str, &str)]) -> Reply {
     let started = Instant::now();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the app");
+    let mut stream = connect_from(from, port).expect("connect to the app");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let key = api_key.map_or(String::new(), |k| format!("X-API-Key: {k}\r\n"));
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n{key}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("an HTTP response");
     let took = started.elapsed();
     let text = String::from_utf8_lossy(&raw);
-    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -206,6 +295,7 @@ fn get(port: u16, api_key: Option<&str>) -> Reply {
     Reply {
         status,
         headers,
+        body: body.to_string(),
         took,
     }
 }
@@ -295,8 +385,8 @@ fn assert_headers(reply: &Reply, status: u16, expected: &[(&str, &str)], context
 }
 
 /// What each policy answers while Redis cannot, for a client new to it.
-fn assert_policy(app: &App, key: &str, fault: &str) {
-    let reply = app.get(Some(key));
+fn assert_policy(app: &App, client: &str, fault: &str) {
+    let reply = app.get(client);
     let context = format!("{} app, {fault}", app.policy);
     assert!(
         reply.took < Duration::from_millis(TIMEOUT_MS) + MARGIN,
@@ -344,7 +434,7 @@ fn exercise(kind: Kind) {
     // Through Redis: one window, admitting then denying.
     let one = "\"60000ms\";q=3;w=60";
     for remaining in ["2", "1", "0"] {
-        let reply = open.get(Some("alice"));
+        let reply = open.get("alice");
         let ratelimit = format!("\"60000ms\";r={remaining};t=60");
         let expected = [
             ("ratelimit-source", "redis"),
@@ -359,12 +449,7 @@ fn exercise(kind: Kind) {
         ("ratelimit", "\"60000ms\";r=0;t=60"),
         ("retry-after", "60"),
     ];
-    assert_headers(
-        &open.get(Some("alice")),
-        429,
-        &expected,
-        "one window, denied",
-    );
+    assert_headers(&open.get("alice"), 429, &expected, "one window, denied");
     // Several windows: the headers describe the binding one.
     let burst = "\"1000ms\";q=2;w=1";
     for remaining in ["1", "0"] {
@@ -373,7 +458,7 @@ fn exercise(kind: Kind) {
             ("ratelimit-policy", burst),
             ("ratelimit", ratelimit.as_str()),
         ];
-        assert_headers(&closed.get(Some("bob")), 200, &expected, "several windows");
+        assert_headers(&closed.get("bob"), 200, &expected, "several windows");
     }
     let expected = [
         ("ratelimit-policy", burst),
@@ -381,14 +466,15 @@ fn exercise(kind: Kind) {
         ("retry-after", "1"),
     ];
     assert_headers(
-        &closed.get(Some("bob")),
+        &closed.get("bob"),
         429,
         &expected,
         "several windows, denied",
     );
-    // Without an API key the client's address is the key.
-    assert_eq!(open.get(None).status, 200);
-    let entries = redis_cmd(&redis, &["SWL.ENTRIES", "rl:127.0.0.1"]);
+    // The client's address is the key.
+    assert_eq!(open.get("address").status, 200);
+    let key = format!("rl:{}", address("address"));
+    let entries = redis_cmd(&redis, &["SWL.ENTRIES", &key]);
     assert!(
         matches!(entries, redis::Value::Array(ref e) if e.len() == 1),
         "{entries:?}"
@@ -433,11 +519,11 @@ fn exercise(kind: Kind) {
         // The local limiter counts, and forgets the least recently seen
         // client beyond two.
         for expected in [200, 200, 429] {
-            assert_eq!(local.get(Some("stopped")).status, expected);
+            assert_eq!(local.get("stopped").status, expected);
         }
-        local.get(Some("third"));
-        local.get(Some("fourth"));
-        let forgotten = local.get(Some("stopped"));
+        local.get("third");
+        local.get("fourth");
+        let forgotten = local.get("stopped");
         assert_headers(
             &forgotten,
             200,
@@ -448,6 +534,96 @@ fn exercise(kind: Kind) {
     for app in apps {
         app.wait_for_redis("after-restart");
     }
+}
+
+/// Clients are told apart by their address, not by a header they choose: a
+/// client sending a new X-API-Key with every request gets one limit.
+fn keys_by_address(kind: Kind) {
+    if !kind.set_up() {
+        return;
+    }
+    let redis = Server::start();
+    let app = App::start(kind, redis.port(), "open", "60000:3");
+    app.wait_for_redis("warm-up");
+    let from = address("shared");
+    let statuses: Vec<u16> = (0..5)
+        .map(|i| {
+            let api_key = format!("key-{i}");
+            let reply = request(app.port, from, "/", &[("X-API-Key", &api_key)]);
+            assert_eq!(reply.header("ratelimit-source"), "redis", "{reply:?}");
+            reply.status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let entries = redis_cmd(&redis, &["SWL.ENTRIES", &format!("rl:{from}")]);
+    assert!(
+        matches!(entries, redis::Value::Array(ref e) if e.len() == 3),
+        "{entries:?}"
+    );
+    let by_header = redis_cmd(&redis, &["EXISTS", "rl:key-0"]);
+    assert_eq!(by_header, redis::Value::Int(0));
+}
+
+/// /failures is outside the limit: it answers while the limit admits no
+/// more, and under "closed" while Redis is down, counting each request the
+/// policy decided.
+fn serves_failures_outside_the_limit(kind: Kind) {
+    if !kind.set_up() {
+        return;
+    }
+    let mut redis = Server::start();
+    let app = App::start(kind, redis.port(), "closed", "60000:3");
+    app.wait_for_redis("operator");
+    for expected in [200, 200, 429] {
+        assert_eq!(app.get("operator").status, expected);
+    }
+    let before = app.failures("operator");
+    for _ in 0..5 {
+        assert_eq!(app.failures("operator"), before, "nothing failed");
+    }
+    let entries = redis_cmd(
+        &redis,
+        &["SWL.ENTRIES", &format!("rl:{}", address("operator"))],
+    );
+    assert!(
+        matches!(entries, redis::Value::Array(ref e) if e.len() == 3),
+        "/failures was not counted: {entries:?}"
+    );
+    redis.stop_for_a_while(|| {
+        let mut expected = app.failures("operator");
+        for _ in 0..3 {
+            assert_policy(&app, "operator", "stopped");
+            expected += 1;
+            assert_eq!(app.failures("operator"), expected);
+        }
+    });
+}
+
+/// An unknown POLICY stops the app at once, naming it and the accepted ones.
+fn refuses_an_unknown_policy(kind: Kind) {
+    if !kind.set_up() {
+        return;
+    }
+    let mut child = app_command(kind, free_port(), free_port(), "fail-open", "60000:3")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start the {kind:?} app: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches!(child.try_wait(), Ok(None)) {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the {kind:?} app kept running with POLICY=fail-open");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Output { status, stderr, .. } = child.wait_with_output().expect("the app's output");
+    assert_eq!(status.code(), Some(1), "{kind:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&stderr).trim(),
+        r#"POLICY: unknown policy "fail-open" (accepted: open, closed, local)"#,
+        "{kind:?}"
+    );
 }
 
 #[test]
@@ -463,4 +639,49 @@ fn the_express_middleware_answers_by_its_policy_and_returns_to_redis() {
 #[test]
 fn the_axum_middleware_answers_by_its_policy_and_returns_to_redis() {
     exercise(Kind::Rust);
+}
+
+#[test]
+fn the_fastapi_middleware_keys_clients_by_address_not_by_api_key() {
+    keys_by_address(Kind::Python);
+}
+
+#[test]
+fn the_express_middleware_keys_clients_by_address_not_by_api_key() {
+    keys_by_address(Kind::Node);
+}
+
+#[test]
+fn the_axum_middleware_keys_clients_by_address_not_by_api_key() {
+    keys_by_address(Kind::Rust);
+}
+
+#[test]
+fn the_fastapi_app_serves_failures_outside_the_limit() {
+    serves_failures_outside_the_limit(Kind::Python);
+}
+
+#[test]
+fn the_express_app_serves_failures_outside_the_limit() {
+    serves_failures_outside_the_limit(Kind::Node);
+}
+
+#[test]
+fn the_axum_app_serves_failures_outside_the_limit() {
+    serves_failures_outside_the_limit(Kind::Rust);
+}
+
+#[test]
+fn the_fastapi_app_refuses_an_unknown_policy() {
+    refuses_an_unknown_policy(Kind::Python);
+}
+
+#[test]
+fn the_express_app_refuses_an_unknown_policy() {
+    refuses_an_unknown_policy(Kind::Node);
+}
+
+#[test]
+fn the_axum_app_refuses_an_unknown_policy() {
+    refuses_an_unknown_policy(Kind::Rust);
 }

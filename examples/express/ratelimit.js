@@ -1,17 +1,33 @@
 // Rate limiting for Express on redis-swl: one SWL.CHECK per request, keyed
-// by the client's API key (X-API-Key) or its address, with RateLimit-Policy,
-// RateLimit and Retry-After headers. When Redis cannot answer within the
-// timeout, for whatever reason (refused, reset, timed out, any error
-// reply), the configured policy answers instead: 'open' admits (and logs
-// and counts it), 'closed' refuses with 503, 'local' decides in this
-// process for at most maxLocalClients clients. Redis is tried again after a
-// backoff that doubles up to a second, so the app returns to it by itself.
+// by what the application's key function returns for it (by default the
+// client's address: the TCP peer), with RateLimit-Policy, RateLimit and
+// Retry-After headers. When Redis cannot answer within the timeout, for
+// whatever reason (refused, reset, timed out, any error reply), the
+// configured policy answers instead: 'open' admits (and logs and counts
+// it), 'closed' refuses with 503, 'local' decides in this process for at
+// most maxLocalClients clients. Redis is tried again after a backoff that
+// doubles up to a second, so the app returns to it by itself.
 //
-//   app.use(rateLimit({ url: 'redis://localhost:6379/', windows: [[60000, 100], [1000, 10]] }));
+//   const limiter = rateLimit({ url: 'redis://127.0.0.1:6379/', windows: [[60000, 100], [1000, 10]] });
+//   app.use(limiter);   // limits the routes registered after it
+//   limiter.failures(); // requests the policy decided, for a health endpoint
+//
+// docs/middleware.md shows key functions for an authenticated identity and
+// for clients behind a trusted proxy.
 'use strict';
 
 const { createClient } = require('redis');
 
+const POLICIES = ['open', 'closed', 'local'];
+
+// The default key: the TCP peer's address, never a header the client chose
+// (req.ip is the same unless the app sets 'trust proxy').
+function clientAddress(req) {
+  return req.socket.remoteAddress || 'unknown';
+}
+
+// key(req) names the client a request counts against: a string, or a
+// promise of one.
 function rateLimit({
   url,
   windows,
@@ -20,17 +36,20 @@ function rateLimit({
   timeoutMs = 50,
   maxLocalClients = 10000,
   keyPrefix = 'rl:',
+  key = clientAddress,
 }) {
-  if (!['open', 'closed', 'local'].includes(policy)) throw new Error('policy is open, closed or local');
+  if (!POLICIES.includes(policy)) {
+    throw new Error(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);
+  }
   const local = new LocalLimiter(maxLocalClients);
   let client = null;
   let delayMs = 0;
   let retryAt = 0;
-  const state = { failures: 0 };
+  let failures = 0;
 
-  const args = (key) => {
+  const args = (name) => {
     const [[windowMs, limit], ...rest] = windows;
-    const list = ['SWL.CHECK', key, String(windowMs), String(limit), '*'];
+    const list = ['SWL.CHECK', name, String(windowMs), String(limit), '*'];
     for (const [w, l] of rest) list.push('WINDOW', String(w), String(l));
     return list.concat('COST', String(cost));
   };
@@ -60,14 +79,14 @@ function rateLimit({
     return client;
   };
 
-  const check = async (key) => {
+  const check = async (name) => {
     if (Date.now() < retryAt) return null;
     let timer;
     const timeout = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new Error('timeout')), timeoutMs);
     });
     try {
-      const reply = await Promise.race([connected().then((c) => c.sendCommand(args(key))), timeout]);
+      const reply = await Promise.race([connected().then((c) => c.sendCommand(args(name))), timeout]);
       delayMs = 0;
       retryAt = 0;
       const [allowed, limit, remaining, retryAfterMs, resetAfterMs, windowMs] = reply.map(Number);
@@ -87,13 +106,14 @@ function rateLimit({
   connected().catch(dropClient);
 
   const middleware = async (req, res, next) => {
-    const key = keyPrefix + (req.get('x-api-key') || req.socket.remoteAddress);
-    let verdict = await check(key);
+    // Express 5 passes a key function's rejection on to the error handler.
+    const name = keyPrefix + (await key(req));
+    let verdict = await check(name);
     let source = 'redis';
     if (verdict === null) {
-      state.failures += 1;
+      failures += 1;
       if (policy === 'open') {
-        console.warn(`rate limit: failing open for ${key}`);
+        console.warn(`rate limit: failing open for ${name}`);
         res.set('RateLimit-Source', 'open');
         return next();
       }
@@ -101,7 +121,7 @@ function rateLimit({
         res.set({ 'Retry-After': '1', 'RateLimit-Source': 'closed' });
         return res.status(503).type('text/plain').send('rate limiter unavailable\n');
       }
-      verdict = local.check(key, windows, cost, Date.now());
+      verdict = local.check(name, windows, cost, Date.now());
       source = 'local';
     }
     res.set(rateLimitHeaders(verdict));
@@ -109,7 +129,8 @@ function rateLimit({
     if (verdict.allowed) return next();
     return res.status(429).type('text/plain').send('too many requests\n');
   };
-  middleware.state = state;
+  // Requests decided by the failure policy since start.
+  middleware.failures = () => failures;
   return middleware;
 }
 
@@ -167,4 +188,4 @@ class LocalLimiter {
   }
 }
 
-module.exports = { rateLimit, rateLimitHeaders, LocalLimiter };
+module.exports = { rateLimit, clientAddress, rateLimitHeaders, LocalLimiter };

@@ -1,32 +1,57 @@
 """A tiny FastAPI service behind RateLimitMiddleware. Settings from the
-environment: REDIS_URL, PORT, WINDOWS ("60000:100,1000:10"), COST, POLICY
-(open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS."""
+environment (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/), PORT
+(8000), WINDOWS ("60000:100"; several as "60000:100,1000:10"), COST (1),
+POLICY (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000)."""
 
 import os
+import sys
 
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from ratelimit import RateLimitMiddleware
+from ratelimit import RateLimiter, RateLimitMiddleware, client_address
 
 windows = [tuple(int(n) for n in pair.split(":")) for pair in os.environ.get("WINDOWS", "60000:100").split(",")]
-app = FastAPI()
-app.add_middleware(
-    RateLimitMiddleware,
+settings = dict(
     redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/"),
     windows=windows,
     cost=int(os.environ.get("COST", "1")),
     policy=os.environ.get("POLICY", "open"),
     timeout=int(os.environ.get("TIMEOUT_MS", "50")) / 1000,
     max_local_clients=int(os.environ.get("LOCAL_MAX_CLIENTS", "10000")),
+    # Who a request counts against: here the default, the client's address.
+    # docs/middleware.md keys by an authenticated identity instead.
+    key=client_address,
 )
+try:
+    limiter = RateLimiter(**settings)
+except ValueError as error:  # an unknown policy
+    sys.exit(f"POLICY: {error}")
+
+# The limited API is an app of its own, so routes outside it, such as
+# /failures, answer even while the policy refuses everything else.
+api = FastAPI()
+api.add_middleware(RateLimitMiddleware, limiter=limiter)
 
 
-@app.get("/", response_class=PlainTextResponse)
+@api.get("/", response_class=PlainTextResponse)
 def hello():
     return "hello\n"
 
 
+app = FastAPI()
+
+
+@app.get("/failures", response_class=PlainTextResponse)
+def failures():
+    return f"{limiter.failures()}\n"
+
+
+app.mount("/", api)
+
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "8000")), log_level="warning")
+    # proxy_headers=False: the client's address is the TCP peer, whatever
+    # X-Forwarded-For says (uvicorn otherwise trusts it from 127.0.0.1).
+    uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "8000")),
+                log_level="warning", proxy_headers=False)

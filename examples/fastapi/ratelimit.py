@@ -1,19 +1,26 @@
 """Rate limiting for FastAPI and any ASGI app on redis-swl.
 
-One SWL.CHECK per request, keyed by the client's API key (X-API-Key) or its
-address, with RateLimit-Policy, RateLimit and Retry-After headers. When
-Redis cannot answer within the timeout, for whatever reason (refused,
-reset, timed out, any error reply), the configured policy answers instead:
-"open" admits (and logs and counts it), "closed" refuses with 503, "local"
-decides in this process for at most `max_local_clients` clients. Redis is
-tried again after a backoff that doubles up to a second, so the app
-returns to it by itself.
+One SWL.CHECK per request, keyed by what the application's key function
+returns for it (by default the client's address: the TCP peer, as the
+server reports it), with RateLimit-Policy, RateLimit and Retry-After
+headers. When Redis cannot answer within the timeout, for whatever reason
+(refused, reset, timed out, any error reply), the configured policy answers
+instead: "open" admits (and logs and counts it), "closed" refuses with 503,
+"local" decides in this process for at most `max_local_clients` clients.
+Redis is tried again after a backoff that doubles up to a second, so the
+app returns to it by itself.
 
-    app.add_middleware(RateLimitMiddleware, redis_url="redis://localhost:6379/",
-                       windows=[(60_000, 100), (1_000, 10)], policy="open")
+    limiter = RateLimiter(redis_url="redis://127.0.0.1:6379/",
+                          windows=[(60_000, 100), (1_000, 10)], policy="open")
+    app.add_middleware(RateLimitMiddleware, limiter=limiter)
+    limiter.failures()  # requests the policy decided, for a health endpoint
+
+docs/middleware.md shows key functions for an authenticated identity and
+for clients behind a trusted proxy.
 """
 
 import asyncio
+import inspect
 import logging
 import math
 import time
@@ -22,27 +29,49 @@ from collections import OrderedDict
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from starlette.requests import Request
 
 log = logging.getLogger("ratelimit")
 
+POLICIES = ("open", "closed", "local")
 
-class RateLimitMiddleware:
-    def __init__(self, app, redis_url, windows, cost=1, policy="open", timeout=0.05,
-                 max_local_clients=10_000, key_prefix="rl:"):
-        if policy not in ("open", "closed", "local"):
-            raise ValueError("policy is open, closed or local")
-        self.app = app
+
+def client_address(request):
+    """The default key: the client's address as the server reports it (the
+    TCP peer; uvicorn replaces it with the forwarded address only for the
+    proxies it trusts, see --forwarded-allow-ips). Never a header the
+    client chose."""
+    return request.client.host if request.client else "unknown"
+
+
+class RateLimiter:
+    """The limits, the Redis connection, the failure policy and its counter.
+
+    `key(request)` names the client a request counts against; it gets a
+    starlette Request (headers, client, state, user; not the body) and
+    returns a string, or an awaitable of one.
+    """
+
+    def __init__(self, redis_url, windows, cost=1, policy="open", timeout=0.05,
+                 max_local_clients=10_000, key_prefix="rl:", key=client_address):
+        if policy not in POLICIES:
+            raise ValueError(f'unknown policy "{policy}" (accepted: {", ".join(POLICIES)})')
         self.redis_url = redis_url
         self.windows = list(windows)
         self.cost = cost
         self.policy = policy
         self.timeout = timeout
         self.key_prefix = key_prefix
+        self.key = key
         self.local = LocalLimiter(max_local_clients)
-        self.failures = 0
+        self._failures = 0
         self._redis = None
         self._delay = 0.0
         self._retry_at = 0.0
+
+    def failures(self):
+        """Requests decided by the failure policy since start."""
+        return self._failures
 
     def _client(self):
         if self._redis is None:
@@ -87,22 +116,40 @@ class RateLimitMiddleware:
         return dict(allowed=allowed == 1, limit=limit, remaining=remaining,
                     retry_after_ms=retry, reset_after_ms=reset, window_ms=window)
 
+    async def decide(self, key):
+        """(verdict, source): Redis's verdict, or the policy's when Redis did
+        not decide. The verdict is None under "open" and "closed"."""
+        verdict = await self.check(key)
+        if verdict is not None:
+            return verdict, "redis"
+        self._failures += 1
+        if self.policy == "local":
+            return self.local.check(key, self.windows, self.cost, now_ms()), "local"
+        if self.policy == "open":
+            log.warning("rate limit: failing open for %s", key)
+        return None, self.policy
+
+
+class RateLimitMiddleware:
+    """The ASGI middleware: app.add_middleware(RateLimitMiddleware, limiter=limiter).
+    Every HTTP request through it is checked; mount it on the routes to limit."""
+
+    def __init__(self, app, limiter):
+        self.app = app
+        self.limiter = limiter
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = dict(scope.get("headers") or [])
-        client = headers.get(b"x-api-key", b"").decode("latin-1") or (scope.get("client") or ("unknown",))[0]
-        key = self.key_prefix + client
-        verdict, source = await self.check(key), "redis"
-        if verdict is None:
-            self.failures += 1
-            if self.policy == "open":
-                log.warning("rate limit: failing open for %s", key)
-                return await self.app(scope, receive, with_headers(send, [("ratelimit-source", "open")]))
-            if self.policy == "closed":
-                return await respond(send, 503, [("retry-after", "1"), ("ratelimit-source", "closed")],
-                                     b"rate limiter unavailable\n")
-            verdict, source = self.local.check(key, self.windows, self.cost, now_ms()), "local"
+        client = self.limiter.key(Request(scope))
+        if inspect.isawaitable(client):
+            client = await client
+        verdict, source = await self.limiter.decide(self.limiter.key_prefix + client)
+        if source == "open":
+            return await self.app(scope, receive, with_headers(send, [("ratelimit-source", "open")]))
+        if source == "closed":
+            return await respond(send, 503, [("retry-after", "1"), ("ratelimit-source", "closed")],
+                                 b"rate limiter unavailable\n")
         extra = rate_limit_headers(verdict) + [("ratelimit-source", source)]
         if verdict["allowed"]:
             return await self.app(scope, receive, with_headers(send, extra))

@@ -1,13 +1,36 @@
 //! Rate limiting for axum on redis-swl: one `SWL.CHECK` per request, keyed
-//! by the client's API key (or its address), with `RateLimit-Policy`,
-//! `RateLimit` and `Retry-After` headers. When Redis cannot answer within
-//! the timeout, for whatever reason, the configured policy answers instead:
-//! admit (fail open), refuse with 503 (fail closed), or a bounded
-//! in-process limiter. Redis is tried again after a backoff that doubles up
-//! to a second, so the service returns to it by itself.
+//! by what the application's key function returns for it (by default the
+//! client's address: the TCP peer), with `RateLimit-Policy`, `RateLimit`
+//! and `Retry-After` headers. When Redis cannot answer within the timeout,
+//! for whatever reason, the configured policy answers instead: admit (fail
+//! open), refuse with 503 (fail closed), or a bounded in-process limiter.
+//! Redis is tried again after a backoff that doubles up to a second, so the
+//! service returns to it by itself.
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//!
+//! use axum::{routing::get, Router};
+//! use swl_axum::{rate_limit, Config, RateLimiter};
+//!
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)]))?;
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello\n" }))
+//!     .layer(axum::middleware::from_fn_with_state(limiter.clone(), rate_limit));
+//! // limiter.failures(): requests the policy decided, for a health endpoint.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3001").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! docs/middleware.md shows key functions for an authenticated identity
+//! and for clients behind a trusted proxy ([`forwarded_for`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +52,75 @@ pub enum FailurePolicy {
     Local { max_clients: usize },
 }
 
+impl FailurePolicy {
+    pub const NAMES: [&'static str; 3] = ["open", "closed", "local"];
+
+    /// The policy named `name`; `max_clients` is for `local`.
+    pub fn parse(name: &str, max_clients: usize) -> Result<Self, UnknownPolicy> {
+        match name {
+            "open" => Ok(FailurePolicy::Open),
+            "closed" => Ok(FailurePolicy::Closed),
+            "local" => Ok(FailurePolicy::Local { max_clients }),
+            _ => Err(UnknownPolicy(name.to_string())),
+        }
+    }
+}
+
+/// A policy name other than open, closed or local.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown policy \"{}\" (accepted: {})",
+            self.0,
+            FailurePolicy::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+/// Names the client a request counts against, from the request and the
+/// TCP peer's address.
+pub type KeyFn = Arc<dyn Fn(&Request, SocketAddr) -> String + Send + Sync>;
+
+/// The default key: the TCP peer's address (an IPv4 client of a dual-stack
+/// listener as plain IPv4), never a header the client chose.
+pub fn client_address(_request: &Request, peer: SocketAddr) -> String {
+    peer.ip().to_canonical().to_string()
+}
+
+/// A key function for a service behind reverse proxies at `proxies`. Each
+/// proxy appends the address it saw to `X-Forwarded-For`, so reading from
+/// the right while the address so far is one of `proxies` ends at the
+/// client; entries a client wrote itself sit further left and are never
+/// reached. A connection from anyone else is keyed by the peer's address.
+pub fn forwarded_for(proxies: Vec<IpAddr>) -> KeyFn {
+    Arc::new(move |request, peer| {
+        let forwarded: Vec<&str> = request
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .collect();
+        let mut client = peer.ip().to_canonical();
+        for hop in forwarded.iter().rev() {
+            if !proxies.contains(&client) {
+                break;
+            }
+            match hop.trim().parse::<IpAddr>() {
+                Ok(address) => client = address.to_canonical(),
+                Err(_) => break,
+            }
+        }
+        client.to_string()
+    })
+}
+
 pub struct Config {
     pub redis_url: String,
     /// (window_ms, limit) pairs: every one must admit.
@@ -38,6 +130,23 @@ pub struct Config {
     /// For each call to Redis, connecting included.
     pub timeout: Duration,
     pub key_prefix: String,
+    /// Who a request counts against.
+    pub key: KeyFn,
+}
+
+impl Config {
+    /// Cost 1, failing open, a 50 ms timeout, keys `rl:<client address>`.
+    pub fn new(redis_url: impl Into<String>, windows: Vec<(u64, u64)>) -> Config {
+        Config {
+            redis_url: redis_url.into(),
+            windows,
+            cost: 1,
+            policy: FailurePolicy::Open,
+            timeout: Duration::from_millis(50),
+            key_prefix: "rl:".to_string(),
+            key: Arc::new(client_address),
+        }
+    }
 }
 
 /// The reply of SWL.CHECK (or of the local limiter).
@@ -177,19 +286,15 @@ impl RateLimiter {
 }
 
 /// The middleware: `Router::layer(axum::middleware::from_fn_with_state(limiter, rate_limit))`,
-/// served with `into_make_service_with_connect_info::<SocketAddr>()`.
+/// served with `into_make_service_with_connect_info::<SocketAddr>()`. It
+/// limits the routes added before the layer, not those added after it.
 pub async fn rate_limit(
     State(limiter): State<Arc<RateLimiter>>,
-    ConnectInfo(address): ConnectInfo<SocketAddr>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
     next: Next,
 ) -> Response {
-    let client = request
-        .headers()
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .unwrap_or_else(|| address.ip().to_string());
+    let client = (limiter.config.key)(&request, peer);
     let key = format!("{}{client}", limiter.config.key_prefix);
     let (verdict, source) = match limiter.check(&key).await {
         Ok(verdict) => (verdict, "redis"),
@@ -394,6 +499,60 @@ mod tests {
             "b was forgotten"
         );
         assert!(!local.logs.contains_key("a") || !local.logs.contains_key("c"));
+    }
+
+    #[test]
+    fn an_unknown_policy_is_refused_naming_it_and_the_accepted_ones() {
+        let error = FailurePolicy::parse("opne", 7).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "unknown policy \"opne\" (accepted: open, closed, local)"
+        );
+        assert_eq!(
+            FailurePolicy::parse("local", 7),
+            Ok(FailurePolicy::Local { max_clients: 7 })
+        );
+    }
+
+    fn key_of(key: &KeyFn, peer: &str, forwarded: &[&str]) -> String {
+        let mut request = Request::new(axum::body::Body::empty());
+        for value in forwarded {
+            let value = HeaderValue::from_str(value).unwrap();
+            request.headers_mut().append("x-forwarded-for", value);
+        }
+        key(&request, peer.parse().unwrap())
+    }
+
+    #[test]
+    fn the_default_key_is_the_peer_address_whatever_the_headers() {
+        let key: KeyFn = Arc::new(client_address);
+        assert_eq!(
+            key_of(&key, "192.0.2.7:5000", &["198.51.100.1"]),
+            "192.0.2.7"
+        );
+        assert_eq!(key_of(&key, "[::ffff:192.0.2.7]:5000", &[]), "192.0.2.7");
+    }
+
+    #[test]
+    fn forwarded_for_is_read_only_from_trusted_proxies() {
+        let key = forwarded_for(vec![
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+        ]);
+        // A client that is not a proxy cannot choose its key.
+        assert_eq!(
+            key_of(&key, "192.0.2.7:5000", &["198.51.100.1"]),
+            "192.0.2.7"
+        );
+        // Behind a proxy: the address it saw, not what the client wrote.
+        let spoofed = ["203.0.113.9, 192.0.2.7"];
+        assert_eq!(key_of(&key, "10.0.0.1:5000", &spoofed), "192.0.2.7");
+        // Behind two proxies, over two header lines.
+        let chain = ["203.0.113.9", "192.0.2.7, 10.0.0.2"];
+        assert_eq!(key_of(&key, "10.0.0.1:5000", &chain), "192.0.2.7");
+        // Without a usable entry, the proxy's own address is the key.
+        assert_eq!(key_of(&key, "10.0.0.1:5000", &[]), "10.0.0.1");
+        assert_eq!(key_of(&key, "10.0.0.1:5000", &["garbage"]), "10.0.0.1");
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! A tiny service behind the rate-limit layer. Settings from the
-//! environment: REDIS_URL, PORT, WINDOWS ("60000:100,1000:10"), COST,
-//! POLICY (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS.
+//! environment (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/),
+//! PORT (3001), WINDOWS ("60000:100"; several as "60000:100,1000:10"),
+//! COST (1), POLICY (open, closed or local), TIMEOUT_MS (50),
+//! LOCAL_MAX_CLIENTS (10000).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use swl_axum::{rate_limit, Config, FailurePolicy, RateLimiter};
+use swl_axum::{client_address, rate_limit, Config, FailurePolicy, RateLimiter};
 
 fn setting(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -29,31 +32,33 @@ async fn main() {
         })
         .collect::<Vec<(u64, u64)>>();
     assert!(!windows.is_empty(), "WINDOWS: window_ms:limit[,...]");
-    let policy = match setting("POLICY", "open").as_str() {
-        "closed" => FailurePolicy::Closed,
-        "local" => FailurePolicy::Local {
-            max_clients: number("LOCAL_MAX_CLIENTS", 10_000) as usize,
-        },
-        _ => FailurePolicy::Open,
-    };
+    let max_clients = number("LOCAL_MAX_CLIENTS", 10_000) as usize;
+    let policy =
+        FailurePolicy::parse(&setting("POLICY", "open"), max_clients).unwrap_or_else(|e| {
+            eprintln!("POLICY: {e}");
+            std::process::exit(1);
+        });
     let limiter = RateLimiter::new(Config {
-        redis_url: setting("REDIS_URL", "redis://127.0.0.1:6379/"),
-        windows,
         cost: number("COST", 1),
         policy,
         timeout: Duration::from_millis(number("TIMEOUT_MS", 50)),
-        key_prefix: "rl:".to_string(),
+        // Who a request counts against: here the default, the client's
+        // address. docs/middleware.md keys by an authenticated identity.
+        key: Arc::new(client_address),
+        ..Config::new(setting("REDIS_URL", "redis://127.0.0.1:6379/"), windows)
     })
     .expect("a valid REDIS_URL");
     let failures = limiter.clone();
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
+        .layer(axum::middleware::from_fn_with_state(limiter, rate_limit))
+        // Added after the layer, so it is not limited: it answers even
+        // while the policy refuses everything else.
         .route(
             "/failures",
             get(move || async move { format!("{}\n", failures.failures()) }),
-        )
-        .layer(axum::middleware::from_fn_with_state(limiter, rate_limit));
-    let address = SocketAddr::from(([127, 0, 0, 1], number("PORT", 3000) as u16));
+        );
+    let address = SocketAddr::from(([127, 0, 0, 1], number("PORT", 3001) as u16));
     let listener = tokio::net::TcpListener::bind(address).await.expect("bind");
     println!("listening on {}", listener.local_addr().expect("address"));
     axum::serve(
