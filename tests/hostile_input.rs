@@ -145,11 +145,8 @@ fn random_arguments_never_crash_and_errors_change_nothing() {
         let keys: [&[u8]; 4] = [b"log", b"text", b"fresh", b"nul\0key"];
         let mut seen = [0usize; 2];
         for round in 0..4000 {
-            let command = if rng.below(4) == 0 {
-                "SWL.PEEK"
-            } else {
-                "SWL.CHECK"
-            };
+            let command =
+                ["SWL.PEEK", "SWL.REFUND", "SWL.CHECK", "SWL.CHECK"][rng.below(4) as usize];
             let key = keys[rng.below(keys.len() as u64) as usize];
             let args = random_call(&mut rng);
             let before = snapshot(&mut con, key);
