@@ -1,4 +1,4 @@
-//! Random argument lists thrown at both commands: the server never dies,
+//! Random argument lists thrown at SWL.CHECK, SWL.PEEK and SWL.REFUND: the server never dies,
 //! every reply is six well-formed integers or an error, and an error
 //! leaves the key exactly as it was.
 
