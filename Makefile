@@ -1,5 +1,7 @@
-# make run   build the module and start redis-server with it on 127.0.0.1
-#            (PORT=6379; BIND=0.0.0.0 to listen on every interface)
+# make run   build the module and start redis-server with it on 127.0.0.1,
+#            keeping nothing across restarts (PORT=6379; BIND=0.0.0.0 to
+#            listen on every interface; ARGS='--requirepass ...' for more
+#            redis-server arguments)
 # make test  unit tests, integration tests against real redis-server, and the
 #            FastAPI, Express and axum middleware over real HTTP
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
@@ -21,15 +23,18 @@ setup:
 build: setup
 	$(CARGO) build --release --lib
 
-# Data (dump.rdb) goes to target/run, not into the source tree.
+# A server for trying things out: it saves nothing (--save ''), so every
+# make run starts empty, and what it writes goes to target/run, not into
+# the source tree.
 RUN_DIR ?= target/run
+ARGS ?=
 run: build
 	@$(MAKE) --no-print-directory serve
 
 # The server `make run` starts, without the build (tests start it so).
 serve:
 	mkdir -p $(RUN_DIR)
-	exec redis-server --port $(PORT) --bind $(BIND) --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE)
+	exec redis-server --port $(PORT) --bind $(BIND) --save '' --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE) $(ARGS)
 
 test: build lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets

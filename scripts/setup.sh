@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the build and test prerequisites are present: libclang (bindgen
-# needs it to read redismodule.h) and redis-server / redis-cli.
+# needs it to read redismodule.h), redis-server / redis-cli, and cargo's
+# fmt and clippy.
 # On Debian-like systems running as root they are installed with apt-get;
 # otherwise the script says exactly what to install and fails.
 set -euo pipefail
@@ -30,6 +31,20 @@ have_clang_headers() {
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
+# make test checks formatting and lints (make lint) with the toolchain's
+# components, which a minimal rustup profile leaves out.
+for component in rustfmt clippy; do
+    subcommand=${component/rustfmt/fmt}
+    if ! cargo "$subcommand" --version >/dev/null 2>&1; then
+        if command -v rustup >/dev/null; then
+            echo "setup: adding the Rust component $component with rustup" >&2
+            rustup component add "$component" >/dev/null
+        else
+            echo "setup: cargo $subcommand is missing; install the Rust component $component" >&2
+            exit 1
+        fi
+    fi
+done
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

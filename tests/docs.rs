@@ -1,7 +1,8 @@
 //! Every redis-cli session on every page (README.md and docs/*.md) is
-//! run, in order, against a fresh server with the module and the function
-//! library loaded, through redis-cli itself, and must print exactly what
-//! the page shows: a reader can follow a page on a new `make run` server.
+//! run through redis-cli itself, in the order a reader meets them (the
+//! README, then the pages in its Documentation list's order), on one server with
+//! the module and the function library loaded, and must print exactly what
+//! the page shows: a reader can follow the pages on one `make run` server.
 //! The README stays a landing page that links every page; `make run`
 //! listens on loopback unless told otherwise.
 
@@ -92,18 +93,35 @@ fn pages() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The README, then the pages in the order its Documentation list gives.
+fn reading_order() -> Vec<PathBuf> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let list = readme
+        .split_once("\n## Documentation\n")
+        .map(|(_, list)| list)
+        .expect("the README's Documentation section");
+    let mut order = vec![root().join("README.md")];
+    for (at, _) in list.match_indices("](docs/") {
+        let rest = &list[at + 2..];
+        let link = &rest[..rest.find([')', '#']).unwrap_or(rest.len())];
+        let page = root().join(link);
+        if !order.contains(&page) {
+            order.push(page);
+        }
+    }
+    order
+}
+
 #[test]
 fn every_redis_cli_session_on_every_page_prints_what_it_shows() {
+    let order = reading_order();
+    assert_eq!(order.len(), pages().len(), "the README links every page");
+    let server = Server::start();
+    load_library(&server, Encoding::Zset);
     let mut replayed = 0;
-    for page in pages() {
+    for page in order {
         let text = std::fs::read_to_string(&page).expect("read a page");
-        let sessions = sessions(&text);
-        if sessions.is_empty() {
-            continue;
-        }
-        let server = Server::start();
-        load_library(&server, Encoding::Zset);
-        for session in &sessions {
+        for session in &sessions(&text) {
             let printed = run_in_redis_cli(&server, &session.commands);
             assert_eq!(
                 printed,
@@ -168,8 +186,9 @@ impl Drop for ProcessGroup {
 }
 
 /// `make run`'s server (`make serve`, the same without the build), on a
-/// free port: its `bind` setting, once it answers.
-fn make_serve_binds(bind: Option<&str>) -> String {
+/// free port, with make's `variables`: the settings `names`, once it
+/// answers on `host`.
+fn make_serve_settings(host: &str, variables: &[&str], names: &[&str]) -> Vec<String> {
     let port = support::free_port();
     let dir = support::TempDir::new("make-serve");
     let mut make = Command::new("make");
@@ -177,38 +196,47 @@ fn make_serve_binds(bind: Option<&str>) -> String {
         .args(["--no-print-directory", "-s", "serve"])
         .arg(format!("PORT={port}"))
         .arg(format!("RUN_DIR={}", dir.path().display()))
+        .args(variables)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    if let Some(bind) = bind {
-        make.arg(format!("BIND={bind}"));
-    }
     // make stays the server's parent: the guard stops the whole group.
     make.process_group(0);
     let mut child = ProcessGroup(make.spawn().expect("run make serve"));
-    let host = bind.unwrap_or("127.0.0.1");
     let client = redis::Client::open(format!("redis://{host}:{port}/")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    let setting = loop {
+    loop {
         if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            let setting: Vec<String> = redis::cmd("CONFIG")
-                .arg(&["GET", "bind"])
-                .query(&mut con)
-                .expect("CONFIG GET bind");
             let modules: Vec<redis::Value> =
                 redis::cmd("MODULE").arg("LIST").query(&mut con).unwrap();
             assert_eq!(modules.len(), 1, "the module is loaded");
-            break setting[1].clone();
+            return names
+                .iter()
+                .map(|name| {
+                    let setting: Vec<String> = redis::cmd("CONFIG")
+                        .arg(&["GET", name])
+                        .query(&mut con)
+                        .expect("CONFIG GET");
+                    setting[1].clone()
+                })
+                .collect();
         }
         assert!(Instant::now() < deadline, "make serve never answered");
         assert!(child.0.try_wait().unwrap().is_none(), "make serve exited");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(child);
-    setting
+    }
 }
 
+/// Loopback unless BIND says otherwise, nothing saved across restarts,
+/// and ARGS reaching redis-server.
 #[test]
 fn make_run_listens_on_loopback_unless_told_otherwise() {
-    assert_eq!(make_serve_binds(None), "127.0.0.1");
-    assert_eq!(make_serve_binds(Some("127.0.0.2")), "127.0.0.2");
+    let names = ["bind", "save", "hz"];
+    assert_eq!(
+        make_serve_settings("127.0.0.1", &[], &names),
+        ["127.0.0.1", "", "10"]
+    );
+    assert_eq!(
+        make_serve_settings("127.0.0.2", &["BIND=127.0.0.2", "ARGS=--hz 77"], &names),
+        ["127.0.0.2", "", "77"]
+    );
 }

@@ -53,5 +53,6 @@ app.mount("/", api)
 if __name__ == "__main__":
     # proxy_headers=False: the client's address is the TCP peer, whatever
     # X-Forwarded-For says (uvicorn otherwise trusts it from 127.0.0.1).
+    # Uvicorn says where it listens; the access log stays off.
     uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "8000")),
-                log_level="warning", proxy_headers=False)
+                access_log=False, proxy_headers=False)
