@@ -7,7 +7,7 @@
 mod support;
 
 use redis::Connection;
-use support::{error_text, load_library, Encoding, Rng, Server};
+use support::{compact_slots, error_text, load_library, Encoding, Rng, Server};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const T: u64 = 1_800_000_000_000;
@@ -62,18 +62,10 @@ fn server() -> Server {
 
 /// The slots from the head on that hold `time`, read off the bytes.
 fn slots_at(bytes: &[u8], time: u64) -> usize {
-    let width = bytes[5] as usize;
-    let base = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    let head = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
-    bytes[24..]
-        .chunks_exact(width)
-        .skip(head)
-        .filter(|slot| {
-            let mut word = [0u8; 8];
-            word[..width].copy_from_slice(slot);
-            let stored = u64::from_le_bytes(word);
-            stored != 0 && base.checked_add(stored - 1) == Some(time)
-        })
+    let (base, slots) = compact_slots(bytes);
+    slots
+        .into_iter()
+        .filter(|&stored| stored != 0 && base.checked_add(stored - 1) == Some(time))
         .count()
 }
 

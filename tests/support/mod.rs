@@ -470,11 +470,23 @@ pub fn decode_compact(bytes: &[u8]) -> Vec<f64> {
         b"SWLc\x01",
         "a compact log's magic and version"
     );
+    let (base, slots) = compact_slots(bytes);
+    slots
+        .into_iter()
+        .take_while(|&stored| stored != 0)
+        .map(|stored| (base + stored - 1) as f64)
+        .collect()
+}
+
+/// A compact log's base and the values its slots hold from the head on
+/// (time - base + 1, 0 for a free slot), read off the bytes as the README
+/// documents them.
+pub fn compact_slots(bytes: &[u8]) -> (u64, Vec<u64>) {
     let width = bytes[5] as usize;
     assert!(width == 4 || width == 8, "slot width {width}");
     let base = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
     let head = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
-    bytes[24..]
+    let slots = bytes[24..]
         .chunks_exact(width)
         .skip(head)
         .map(|slot| {
@@ -482,9 +494,8 @@ pub fn decode_compact(bytes: &[u8]) -> Vec<f64> {
             word[..width].copy_from_slice(slot);
             u64::from_le_bytes(word)
         })
-        .take_while(|&stored| stored != 0)
-        .map(|stored| (base + stored - 1) as f64)
-        .collect()
+        .collect();
+    (base, slots)
 }
 
 /// A key's scores (times), oldest first, whatever its encoding.
