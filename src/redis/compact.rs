@@ -154,6 +154,22 @@ impl CompactKey {
         }
     }
 
+    /// Undoes what a failed call changed. Changes run trim, cap, then
+    /// record or give back, and only the last of them moves slots; the
+    /// changes before it move the head, or write a value anew, after which
+    /// every slot is known good and nothing can fail. So a failure finds
+    /// at most the head moved.
+    fn restore(&mut self, pending: &Pending) {
+        debug_assert!(!pending.rewritten && !pending.deleted);
+        debug_assert!(pending.ranges.iter().all(|r| *r == compact::HEAD_AT));
+        if !pending.ranges.is_empty() {
+            if let (Some(head), Some(value)) = (pending.original_head, self.bytes_mut()) {
+                value[compact::HEAD_AT].copy_from_slice(&head);
+            }
+        }
+        self.layout.set(None);
+    }
+
     /// Makes a change to the stored value, to be propagated by `finish`.
     /// Open validated only the header and the ends of the live range; a
     /// change that reads more (a value written anew checks every slot)
@@ -296,22 +312,6 @@ impl StoredLog for CompactKey {
             self.key.expire_at_changed(at);
         }
         Ok(())
-    }
-}
-
-impl CompactKey {
-    /// Undoes what a failed call changed. Changes run trim, cap, then
-    /// record or give back, and only the last of them moves slots; the
-    /// changes before it move the head, or write a value anew, after which
-    /// every slot is known good and nothing can fail. So a failure finds
-    /// at most the head moved.
-    fn restore(&mut self, pending: &Pending) {
-        debug_assert!(!pending.rewritten && !pending.deleted);
-        debug_assert!(pending.ranges.iter().all(|r| *r == compact::HEAD_AT));
-        if let (Some(head), Some(value)) = (pending.original_head, self.bytes_mut()) {
-            value[compact::HEAD_AT].copy_from_slice(&head);
-        }
-        self.layout.set(None);
     }
 }
 
