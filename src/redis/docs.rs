@@ -1,6 +1,7 @@
 //! COMMAND DOCS for every command, through
 //! `RedisModule_SetCommandInfo` (Redis 7.0+). Looked up at load time and
-//! skipped where the server lacks it, so the module loads everywhere.
+//! skipped where the server lacks it, so the module loads everywhere. The
+//! one table of commands here also says which write, for the ACL categories.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -42,57 +43,67 @@ struct Doc {
     since: &'static CStr,
 }
 
+// A check both inserts and deletes entries; Redis allows only one of
+// INSERT, DELETE and UPDATE, and UPDATE is the one for "some of each".
+const CHECK_FLAGS: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+const REFUND_FLAGS: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_DELETE;
+const READ_FLAGS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+
+/// Every command the module registers, as COMMAND DOCS and the ACL
+/// categories describe it.
+const COMMANDS: [Doc; 4] = [
+    Doc {
+        name: c"swl.check",
+        summary: c"Checks a request against sliding-window-log rate limits and records it if admitted.",
+        complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
+        key_flags: CHECK_FLAGS,
+        arity: -5,
+        args: Args::WindowsAndPenalize,
+        since: c"0.1.0",
+    },
+    Doc {
+        name: c"swl.peek",
+        summary: c"Tells what SWL.CHECK would reply now, without changing anything.",
+        complexity: c"O(W log(N)): W windows, N entries in the log",
+        key_flags: READ_FLAGS,
+        arity: -5,
+        args: Args::Windows,
+        since: c"0.1.0",
+    },
+    Doc {
+        name: c"swl.refund",
+        summary: c"Gives back up to COST of the newest recorded units and replies what SWL.PEEK replies then.",
+        complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost given back",
+        key_flags: REFUND_FLAGS,
+        arity: -5,
+        args: Args::Windows,
+        since: c"0.2.0",
+    },
+    Doc {
+        name: c"swl.entries",
+        summary: c"Lists the times of a log's entries, oldest first.",
+        complexity: c"O(N): N entries in the log",
+        key_flags: READ_FLAGS,
+        arity: 2,
+        args: Args::None,
+        since: c"0.1.0",
+    },
+];
+
+/// Each command's name and whether it writes its key, for the ACL
+/// categories (`write` or `read`).
+pub fn commands() -> impl Iterator<Item = (&'static CStr, bool)> {
+    COMMANDS
+        .iter()
+        .map(|doc| (doc.name, doc.key_flags & raw::REDISMODULE_CMD_KEY_RW != 0))
+}
+
 /// Runs at load, after the commands are created. A failure is logged and
 /// never stops the module from loading.
 pub fn register_command_docs(ctx: &Context, _args: &[RedisString]) -> Status {
-    // A check both inserts and deletes entries; Redis allows only one of
-    // INSERT, DELETE and UPDATE, and UPDATE is the one for "some of each".
-    let check_flags = raw::REDISMODULE_CMD_KEY_RW
-        | raw::REDISMODULE_CMD_KEY_ACCESS
-        | raw::REDISMODULE_CMD_KEY_UPDATE;
-    let refund_flags = raw::REDISMODULE_CMD_KEY_RW
-        | raw::REDISMODULE_CMD_KEY_ACCESS
-        | raw::REDISMODULE_CMD_KEY_DELETE;
-    let read_flags = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
-    let docs = [
-        Doc {
-            name: c"swl.check",
-            summary: c"Checks a request against sliding-window-log rate limits and records it if admitted.",
-            complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
-            key_flags: check_flags,
-            arity: -5,
-            args: Args::WindowsAndPenalize,
-            since: c"0.1.0",
-        },
-        Doc {
-            name: c"swl.peek",
-            summary: c"Tells what SWL.CHECK would reply now, without changing anything.",
-            complexity: c"O(W log(N)): W windows, N entries in the log",
-            key_flags: read_flags,
-            arity: -5,
-            args: Args::Windows,
-            since: c"0.1.0",
-        },
-        Doc {
-            name: c"swl.refund",
-            summary: c"Gives back up to COST of the newest recorded units and replies what SWL.PEEK replies then.",
-            complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost given back",
-            key_flags: refund_flags,
-            arity: -5,
-            args: Args::Windows,
-            since: c"0.2.0",
-        },
-        Doc {
-            name: c"swl.entries",
-            summary: c"Lists the times of a log's entries, oldest first.",
-            complexity: c"O(N): N entries in the log",
-            key_flags: read_flags,
-            arity: 2,
-            args: Args::None,
-            since: c"0.1.0",
-        },
-    ];
-    for doc in &docs {
+    for doc in &COMMANDS {
         if let Err(why) = set_info(ctx, doc) {
             ctx.log_warning(&format!(
                 "no COMMAND DOCS for {}: {why}",

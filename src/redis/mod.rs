@@ -103,8 +103,9 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     docs::register_command_docs(ctx, args)
 }
 
-/// Puts SWL.CHECK and SWL.REFUND in the `write` ACL category and the
-/// read-only commands in `read`, so `+@write` and `+@read` grant them, where the server has
+/// Puts the commands that write their key (SWL.CHECK, SWL.REFUND, as
+/// docs.rs describes them) in the `write` ACL category and the read-only
+/// ones in `read`, so `+@write` and `+@read` grant them, where the server has
 /// RedisModule_SetCommandACLCategories (7.2 and later); and all of them in a
 /// category of their own, `swl` (`+@swl`), where it can add one (7.4 and
 /// later). Redis 7.0 has neither: there the commands are granted by name,
@@ -130,12 +131,8 @@ fn set_acl_categories(ctx: &Context) {
     } else {
         (c"write", c"read")
     };
-    for (name, categories) in [
-        (c"swl.check", write),
-        (c"swl.refund", write),
-        (c"swl.peek", read),
-        (c"swl.entries", read),
-    ] {
+    for (name, writes) in docs::commands() {
+        let categories = if writes { write } else { read };
         // SAFETY: the load context is live; both are NUL-terminated.
         let failed = unsafe {
             let command = get_command(ctx.ctx, name.as_ptr());
