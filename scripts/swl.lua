@@ -41,62 +41,98 @@ if ENCODING ~= 'zset' and ENCODING ~= 'compact' then
   error("ENCODING must be 'zset' or 'compact'")
 end
 
--- A plain decimal integer within min..max: digits only, no sign, spaces or
--- leading zeros. Longer than 16 digits is out of range anyway.
-local function parse_int(text, min, max)
-  if #text == 0 or #text > 16 then return nil end
-  if text ~= '0' and not string.match(text, '^[1-9][0-9]*$') then return nil end
-  local value = tonumber(text)
-  if value < min or value > max then return nil end
+-- A plain decimal integer: digits only, no sign, spaces or leading zeros;
+-- false for anything else. Longer than 16 digits is out of range anyway.
+local function integer_of(text)
+  if #text == 0 or #text > 16 then return false end
+  if text ~= '0' and not string.match(text, '^[1-9][0-9]*$') then return false end
+  return tonumber(text)
+end
+
+-- integer_of for arguments that repeat from call to call (windows, limits,
+-- costs): parsing one costs more than a denial's whole decision, looking
+-- one up a table index. At most INTEGERS_AT_MOST are kept, all dropped
+-- when that is reached; texts longer than integer_of reads are not kept.
+local INTEGERS_AT_MOST = 1024
+local integers, integers_kept = {}, 0
+local function repeated_integer_of(text)
+  local value = integers[text]
+  if value == nil then
+    value = integer_of(text)
+    if #text <= 16 then
+      if integers_kept == INTEGERS_AT_MOST then integers, integers_kept = {}, 0 end
+      integers[text], integers_kept = value, integers_kept + 1
+    end
+  end
   return value
 end
 
-local function parse_window(window_ms, limit)
-  local w = parse_int(window_ms, 1, MAX_MS)
-  if not w then return nil, ERR_WINDOW end
-  local l = parse_int(limit, 0, MAX_MS)
-  if not l then return nil, ERR_LIMIT end
-  return { ms = w, limit = l }
+-- A window of `ms` and `limit`, as text; windows are kept as the texts are
+-- (a window table is never changed), so a call with the windows of an
+-- earlier one builds none.
+local windows_by_text, windows_kept = {}, 0
+local function parse_window(ms_text, limit_text)
+  local by_limit = windows_by_text[ms_text]
+  local window = by_limit and by_limit[limit_text]
+  if window then return window end
+  local ms = repeated_integer_of(ms_text)
+  if not ms or ms < 1 or ms > MAX_MS then return nil, ERR_WINDOW end
+  local limit = repeated_integer_of(limit_text)
+  if not limit or limit > MAX_MS then return nil, ERR_LIMIT end
+  -- A call of one window hands on `alone`, a list of just it.
+  window = { ms = ms, limit = limit }
+  window.alone = { window, widest = window, largest_limit = limit }
+  if windows_kept == INTEGERS_AT_MOST then windows_by_text, windows_kept = {}, 0 end
+  if not windows_by_text[ms_text] then windows_by_text[ms_text] = {} end
+  windows_by_text[ms_text][limit_text], windows_kept = window, windows_kept + 1
+  return window
 end
 
+-- The arguments after the key as windows, now (`*` or a time), cost and
+-- whether to penalize; nil and the error otherwise. The windows are a
+-- list, with the widest one and the largest limit among them; never
+-- change it (one window's is shared from call to call).
 local function parse(args, command)
-  if #args < 3 then
+  local n = #args
+  if n < 3 then
     return nil, "ERR wrong number of arguments for '" .. command .. "' command"
   end
   local first, err = parse_window(args[1], args[2])
   if not first then return nil, err end
-  local request = { windows = { first }, cost = 1, penalize = false }
-  if args[3] == '*' then
-    request.now = '*'
-  else
-    request.now = parse_int(args[3], 0, MAX_MS)
-    if not request.now then return nil, ERR_NOW end
+  local now = args[3]
+  if now ~= '*' then
+    now = integer_of(now)
+    if not now or now > MAX_MS then return nil, ERR_NOW end
   end
-  local cost_seen = false
+  if n == 3 then return first.alone, now, 1, false end
+  local windows = { first, widest = first, largest_limit = first.limit }
+  local cost, penalize = nil, false
   local i = 4
-  while i <= #args do
+  while i <= n do
     local option = string.upper(args[i])
-    if option == 'COST' and not cost_seen then
-      if i + 1 > #args then return nil, ERR_SYNTAX end
-      request.cost = parse_int(args[i + 1], 1, MAX_COST)
-      if not request.cost then return nil, ERR_COST end
-      cost_seen = true
+    if option == 'COST' and not cost then
+      if i + 1 > n then return nil, ERR_SYNTAX end
+      cost = repeated_integer_of(args[i + 1])
+      if not cost or cost < 1 or cost > MAX_COST then return nil, ERR_COST end
       i = i + 2
     elseif option == 'WINDOW' then
-      if i + 2 > #args then return nil, ERR_SYNTAX end
+      if i + 2 > n then return nil, ERR_SYNTAX end
       local window
       window, err = parse_window(args[i + 1], args[i + 2])
       if not window then return nil, err end
-      request.windows[#request.windows + 1] = window
+      windows[#windows + 1] = window
+      if window.ms > windows.widest.ms then windows.widest = window end
+      if window.limit > windows.largest_limit then windows.largest_limit = window.limit end
       i = i + 3
-    elseif option == 'PENALIZE' and command == 'swl.check' and not request.penalize then
-      request.penalize = true
+    elseif option == 'PENALIZE' and command == 'swl.check' and not penalize then
+      penalize = true
       i = i + 1
     else
       return nil, ERR_SYNTAX
     end
   end
-  return request
+  if #windows == 1 then windows = first.alone end
+  return windows, now, cost or 1, penalize
 end
 
 -- Exact for every integer a score holds. Whole numbers go through the
@@ -119,12 +155,12 @@ end
 
 --[[ The log as a sorted set: one member per entry, scored by its time. ]]
 
--- Random-looking 14-digit members from the clock, unique within the key:
--- consecutive numbers, added up to ZADD_AT_MOST at a time with ZADD NX,
--- and more for any that clashed with a member already there.
+-- Random-looking 14-digit members from the clock (the first is
+-- 10^13 + ((seconds mod 90000) * 10^6 + microseconds) * 1000), unique
+-- within the key: consecutive numbers, added up to ZADD_AT_MOST at a time
+-- with ZADD NX, and more for any that clashed with a member already there.
 local ZADD_AT_MOST = 500
-local function add_members(key, at, count, clock)
-  local member = 10000000000000 + ((clock[1] % 90000) * 1000000 + clock[2]) * 1000
+local function add_members(key, at, count, member)
   local score = num(at)
   while count > 0 do
     local n = math.min(count, ZADD_AT_MOST)
@@ -153,10 +189,11 @@ local TAIL_AT_MOST = 2
 local Zset = {}
 Zset.__index = Zset
 
--- The log in `key`; `trimmed_to`, when given, is a floor the caller has
+-- The log in `key`, where a call adds members from `first_member`;
+-- `trimmed_to`, when given, is a floor the caller has
 -- already trimmed it to.
-local function zset_log(key, clock, trimmed_to)
-  return setmetatable({ key = key, clock = clock, trimmed_to = trimmed_to }, Zset)
+local function zset_log(key, first_member, trimmed_to)
+  return setmetatable({ key = key, first_member = first_member, trimmed_to = trimmed_to }, Zset)
 end
 
 function Zset:forget() self.card, self.tail_from, self.tail = nil, nil, nil end
@@ -210,7 +247,7 @@ function Zset:trim_through(floor)
 end
 
 function Zset:record(at, count)
-  add_members(self.key, at, count, self.clock)
+  add_members(self.key, at, count, self.first_member)
   local known = self.card
   self:forget()
   if known then self.card = known + count end
@@ -268,6 +305,21 @@ local READ_WHOLE_AT_MOST = 1024
 local BLOCK_SLOTS = 64
 -- Slots decoded or encoded per call of struct.unpack or struct.pack.
 local CHUNK = 128
+-- The header as struct.unpack reads it: magic, width, two zero bytes,
+-- the base's low and high halves, the head and four zero bytes.
+local HEADER_FORMAT = '<c5BHI4I4I4I4'
+-- Where the slots' words start among a whole value's fields.
+local FIRST_SLOT_FIELD = 8
+local formats = {}
+-- The format of a value of a header and `words` 4-byte words.
+local function fields_format(words)
+  local format = formats[words]
+  if not format then
+    format = HEADER_FORMAT .. string.rep('I4', words)
+    formats[words] = format
+  end
+  return format
+end
 
 -- A slot of 8 bytes as a number: exact up to 2^53, math.huge above (past
 -- every time a slot may hold).
@@ -391,7 +443,6 @@ local function compact_log(key, exists, prefetched)
     key = key,
     exists = exists,
     prefetched = prefetched,
-    blocks = {},
     -- A head moved but not yet written: a later change of the call may
     -- find the value damaged, and the call must then leave it as it was.
     head_pending = nil,
@@ -399,11 +450,13 @@ local function compact_log(key, exists, prefetched)
     -- writer changed, which a call reads only in part): nothing more is
     -- written.
     damaged = false,
+    -- A floor every live entry is above (see trim_through).
+    trimmed_to = nil,
   }, Compact)
 end
 
-function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, {} end
-function Compact:reparse() self.layout, self.parsed = nil, false end
+function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, nil end
+function Compact:reparse() self.layout, self.parsed, self.fields = nil, false, nil end
 
 -- `n` bytes from offset `at` (0-based).
 function Compact:read(at, n)
@@ -429,26 +482,32 @@ function Compact:value_len()
   return self.size
 end
 
--- The slot at `index` as stored; 0 past the end. Slots are read a block
--- at a time, and decoded one at a time.
+-- The slot at `index` as stored; 0 past the end. A small value read
+-- whole is decoded whole as it is parsed; others' slots are read a block at a
+-- time, and decoded one at a time.
 function Compact:raw(index)
   local layout = self.layout
   if index >= layout.capacity then return 0 end
-  local width = layout.width
-  local bytes, at = self.whole, nil
-  if bytes then
-    at = HEADER_LEN + index * width + 1
-  else
-    local block = math.floor(index / BLOCK_SLOTS)
-    bytes = self.blocks[block]
-    if not bytes then
-      local first = block * BLOCK_SLOTS
-      local count = math.min(BLOCK_SLOTS, layout.capacity - first)
-      bytes = self:read(HEADER_LEN + first * width, count * width)
-      self.blocks[block] = bytes
-    end
-    at = (index % BLOCK_SLOTS) * width + 1
+  local width, fields = layout.width, self.fields
+  if fields then
+    if width == 4 then return fields[FIRST_SLOT_FIELD + index] end
+    local at = FIRST_SLOT_FIELD + 2 * index
+    return wide_slot(fields[at], fields[at + 1])
   end
+  local blocks = self.blocks
+  if not blocks then
+    blocks = {}
+    self.blocks = blocks
+  end
+  local block = (index - index % BLOCK_SLOTS) / BLOCK_SLOTS
+  local bytes = blocks[block]
+  if not bytes then
+    local first = block * BLOCK_SLOTS
+    local count = math.min(BLOCK_SLOTS, layout.capacity - first)
+    bytes = self:read(HEADER_LEN + first * width, count * width)
+    blocks[block] = bytes
+  end
+  local at = (index % BLOCK_SLOTS) * width + 1
   if width == 4 then return (struct.unpack('<I4', bytes, at)) end
   local low, high = struct.unpack('<I4I4', bytes, at)
   return wide_slot(low, high)
@@ -464,7 +523,7 @@ function Compact:overlay(at, bytes)
   if self.header and at < HEADER_LEN then
     self.header = string.sub(splice(self.header), 1, HEADER_LEN)
   end
-  if not self.whole and stop > HEADER_LEN then
+  if self.blocks and stop > HEADER_LEN then
     local slot_bytes = self.layout.width * BLOCK_SLOTS
     local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
     for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
@@ -522,28 +581,39 @@ function Compact:time(index)
 end
 
 -- Checks the header and the live range in O(log N), as the module does on
--- every call; nil for bytes that are not a compact log.
+-- every call; nil for bytes that are not a compact log. A small value
+-- read whole is decoded in one struct.unpack, header and slots.
 function Compact:parse()
   local len = self:value_len()
-  if len < MIN_LEN then return nil end
-  local header = self.header or self:read(0, HEADER_LEN)
-  self.header = header
-  local width = string.byte(header, 6)
-  if string.sub(header, 1, 5) ~= 'SWLc\1' or (width ~= 4 and width ~= 8)
-      or string.sub(header, 7, 8) ~= '\0\0' or string.sub(header, 21, 24) ~= '\0\0\0\0'
-      or (len - HEADER_LEN) % width ~= 0 then
+  if len < MIN_LEN or (len - HEADER_LEN) % 4 ~= 0 then return nil end
+  local fields
+  if self.whole and len <= READ_WHOLE_AT_MOST then
+    fields = { struct.unpack(fields_format((len - HEADER_LEN) / 4), self.whole) }
+    self.fields = fields
+  else
+    local header = self.header or self:read(0, HEADER_LEN)
+    self.header = header
+    fields = { struct.unpack(HEADER_FORMAT, header) }
+  end
+  local width, base_high, head = fields[2], fields[5], fields[6]
+  if fields[1] ~= 'SWLc\1' or (width ~= 4 and width ~= 8) or fields[3] ~= 0 or fields[7] ~= 0
+      or (len - HEADER_LEN) % width ~= 0 or base_high >= HIGH_OF_2_53 then
     return nil
   end
-  local base_low, base_high, head = struct.unpack('<I4I4I4', header, 9)
-  if base_high >= HIGH_OF_2_53 then return nil end
-  local layout = { width = width, base = base_high * TWO_32 + base_low, head = head,
-    capacity = (len - HEADER_LEN) / width }
+  local capacity = (len - HEADER_LEN) / width
+  if head > capacity then return nil end
+  local layout = { width = width, base = base_high * TWO_32 + fields[4], head = head,
+    capacity = capacity }
   self.layout = layout
-  if head > layout.capacity then return nil end
-  layout.stop = head + partition_point(layout.capacity - head,
-    function(i) return self:raw(head + i) ~= 0 end)
-  if layout.stop > head then
-    local oldest, newest = self:time(head), self:time(layout.stop - 1)
+  -- The live slots are the nonzero ones from the head on.
+  local low, high = head, capacity
+  while low < high do
+    local mid = low + (high - low - (high - low) % 2) / 2
+    if self:raw(mid) ~= 0 then low = mid + 1 else high = mid end
+  end
+  layout.stop = low
+  if low > head then
+    local oldest, newest = self:time(head), self:time(low - 1)
     if not oldest or not newest or oldest > newest then return nil end
   end
   return layout
@@ -574,12 +644,18 @@ function Compact:count_through(t)
   local layout = self.layout
   local limit = t + 1 - layout.base
   if limit < 0 then return 0 end
-  return partition_point(self:live(),
-    function(rank) return self:raw(layout.head + rank) <= limit end)
+  local head = layout.head
+  local low, high = head, layout.stop
+  while low < high do
+    local mid = low + (high - low - (high - low) % 2) / 2
+    if self:raw(mid) <= limit then low = mid + 1 else high = mid end
+  end
+  return low - head
 end
 
 function Compact:live_above(floor)
-  if floor < 0 then return self:live() end
+  local trimmed_to = self.trimmed_to
+  if floor < 0 or (trimmed_to and floor <= trimmed_to) then return self:live() end
   return self:live() - self:count_through(floor)
 end
 
@@ -635,8 +711,13 @@ end
 -- one older than what was just recorded).
 function Compact:newest() return self:score_at(self:len() - 1) end
 
+-- Remembers the floor: every live entry is above it until an entry at or
+-- below it is recorded, so counting above it needs no search.
 function Compact:trim_through(floor)
-  if self:changeable() then self:move_head(self.layout.stop - self:live_above(floor)) end
+  if self:changeable() then
+    self:move_head(self.layout.stop - self:live_above(floor))
+    self.trimmed_to = floor
+  end
 end
 
 function Compact:cap_to(max_entries)
@@ -650,6 +731,7 @@ end
 -- base or past the slot width, the value is written anew with room for
 -- an eighth more.
 function Compact:record(at, count)
+  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = nil end
   if not self.exists and not self.damaged then
     self:store(encode({}, 0, { time = at, count = count, after = 0 }))
     return
@@ -709,22 +791,6 @@ end
 function Compact:is_well_formed() return not self.exists or self:current() ~= nil end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
-
-local function widest(windows)
-  local best = windows[1]
-  for _, w in ipairs(windows) do
-    if w.ms > best.ms then best = w end
-  end
-  return best
-end
-
-local function largest_limit(windows)
-  local largest = 0
-  for _, w in ipairs(windows) do
-    if w.limit > largest then largest = w.limit end
-  end
-  return largest
-end
 
 -- Each window's entries above its floor.
 local function counts(log, windows, now)
@@ -803,7 +869,7 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
     local w = windows[1]
     binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0, w.ms }
   end
-  local wide = widest(windows)
+  local wide = windows.widest
   -- An admitted check has just recorded entries at now.
   local newest = log:newest(allowed and not pending and now or nil)
   if newest and not (newest > now - wide.ms) then newest = nil end
@@ -812,10 +878,13 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
   return binding
 end
 
+-- The server's clock in milliseconds, and the first member the call would
+-- add to a sorted set (see add_members).
 local function server_clock()
   local t = redis.call('TIME')
-  local seconds, micros = tonumber(t[1]), tonumber(t[2])
-  return seconds * 1000 + math.floor(micros / 1000), { seconds, micros }
+  local seconds, micros = t[1] + 0, t[2] + 0
+  return seconds * 1000 + (micros - micros % 1000) / 1000,
+    10000000000000 + ((seconds % 90000) * 1000000 + micros) * 1000
 end
 
 -- The log in `key`: a sorted set, a compact log, or (no key) as ENCODING
@@ -823,11 +892,11 @@ end
 -- key with the command it needs anyway for new logs' encoding: a sorted
 -- set is trimmed at once, a compact log's start is read. TYPE is asked
 -- only where that does not tell.
-local function open_log(key, clock, floor)
+local function open_log(key, first_member, floor)
   local start
   if floor and ENCODING == 'zset' then
     if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
-      return zset_log(key, clock, floor)
+      return zset_log(key, first_member, floor)
     end
   elseif floor then
     start = redis.pcall('GETRANGE', key, 0, READ_WHOLE_AT_MOST - 1)
@@ -836,7 +905,7 @@ local function open_log(key, clock, floor)
   end
   local kind = start and 'string' or redis.call('TYPE', key)['ok']
   if kind == 'zset' or (kind == 'none' and ENCODING == 'zset') then
-    return zset_log(key, clock)
+    return zset_log(key, first_member)
   end
   if kind == 'string' or kind == 'none' then
     local log = compact_log(key, kind == 'string', start)
@@ -845,22 +914,22 @@ local function open_log(key, clock, floor)
   return nil, redis.error_reply(ERR_WRONGTYPE)
 end
 
--- The request (its `now` a time, `*` read off the clock) and its log, or
--- an error reply: arguments first, then the key's type. A call that
+-- The log and the request (parse's, with `*` read off the clock as
+-- clock_ms, and with a penalty the key's expiry before the call), or nil
+-- and an error reply: arguments first, then the key's type. A call that
 -- `trims` has its log trimmed to the widest window where that is how the
 -- key is asked.
-local function prepare(keys, args, command, clock_ms, clock, trims)
-  local request, err = parse(args, command)
-  if not request then return nil, redis.error_reply(err) end
+local function prepare(keys, args, command, clock_ms, first_member, trims)
+  local windows, now, cost, penalize = parse(args, command)
+  if not windows then return nil, redis.error_reply(now) end
   if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
-  if request.now == '*' then request.now = clock_ms end
+  if now == '*' then now = clock_ms end
   -- A penalty may empty the log and write it anew, which drops the key's
   -- expiry; a denial must still not shorten the expiry it had.
-  request.expiry_before = request.penalize and redis.call('PEXPIRETIME', keys[1])
-  local floor = trims and request.now - widest(request.windows).ms
-  local log, failed = open_log(keys[1], clock, floor)
+  local expiry_before = penalize and redis.call('PEXPIRETIME', keys[1])
+  local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms)
   if not log then return nil, failed end
-  return request, log
+  return log, windows, now, cost, penalize, expiry_before
 end
 
 -- Sets the key to expire `ms` from now. Relative, not absolute from the
@@ -872,21 +941,21 @@ local function expire_in(key, ms)
 end
 
 local function swl_check(keys, args)
-  local clock_ms, clock = server_clock()
-  local request, log = prepare(keys, args, 'swl.check', clock_ms, clock, true)
-  if not request then return log end
-  local key, now = keys[1], request.now
-  local windows, cost = request.windows, request.cost
+  local clock_ms, first_member = server_clock()
+  local log, windows, now, cost, penalize, expiry_before =
+    prepare(keys, args, 'swl.check', clock_ms, first_member, true)
+  if not log then return windows end
+  local key = keys[1]
 
-  log:trim_through(now - widest(windows).ms)
+  log:trim_through(now - windows.widest.ms)
   local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
   local recorded, cap = 0, nil
   if allowed then
     recorded = cost
-  elseif request.penalize then
+  elseif penalize then
     -- Record no more than the cap keeps; entries after now outrank them.
-    cap = largest_limit(windows)
+    cap = windows.largest_limit
     recorded = math.min(cost, math.max(0, cap - log:count_above(now)))
   end
   -- Capped first, keeping room for what is recorded: the same entries as
@@ -905,7 +974,7 @@ local function swl_check(keys, args)
     return reply
   end
   local current = redis.call('PEXPIRETIME', key)
-  local kept = request.expiry_before or current
+  local kept = expiry_before or current
   if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
     expire_in(key, reply[5])
   elseif current ~= -2 and current ~= kept then
@@ -924,17 +993,16 @@ end
 
 local function swl_peek(keys, args)
   local clock_ms = server_clock()
-  local request, log = prepare(keys, args, 'swl.peek', clock_ms)
-  if not request then return log end
-  return peek_reply(log, request.windows, request.now, request.cost)
+  local log, windows, now, cost = prepare(keys, args, 'swl.peek', clock_ms)
+  if not log then return windows end
+  return peek_reply(log, windows, now, cost)
 end
 
 local function swl_refund(keys, args)
-  local clock_ms, clock = server_clock()
-  local request, log = prepare(keys, args, 'swl.refund', clock_ms, clock, true)
-  if not request then return log end
-  local now, windows, cost = request.now, request.windows, request.cost
-  local wide = widest(windows)
+  local clock_ms, first_member = server_clock()
+  local log, windows, now, cost = prepare(keys, args, 'swl.refund', clock_ms, first_member, true)
+  if not log then return windows end
+  local wide = windows.widest
   log:trim_through(now - wide.ms)
   log:drop_newest(cost)
   if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
