@@ -308,18 +308,6 @@ local CHUNK = 128
 -- The header as struct.unpack reads it: magic, width, two zero bytes,
 -- the base's low and high halves, the head and four zero bytes.
 local HEADER_FORMAT = '<c5BHI4I4I4I4'
--- Where the slots' words start among a whole value's fields.
-local FIRST_SLOT_FIELD = 8
-local formats = {}
--- The format of a value of a header and `words` 4-byte words.
-local function fields_format(words)
-  local format = formats[words]
-  if not format then
-    format = HEADER_FORMAT .. string.rep('I4', words)
-    formats[words] = format
-  end
-  return format
-end
 
 -- A slot of 8 bytes as a number: exact up to 2^53, math.huge above (past
 -- every time a slot may hold).
@@ -436,13 +424,30 @@ local Compact = {}
 Compact.__index = Compact
 
 -- The compact log in `key`, which holds one (`exists`) or nothing;
--- `prefetched`, where the caller has read it, is the value's first
+-- `start`, where the caller has read it, is the value's first
 -- READ_WHOLE_AT_MOST bytes.
-local function compact_log(key, exists, prefetched)
+local function compact_log(key, exists, start)
+  local size, whole, header
+  if start and #start < READ_WHOLE_AT_MOST then
+    size, whole = #start, start
+  else
+    header = start
+  end
+  -- Every field is named here, most of them nil, so that the table is
+  -- sized for them once rather than grown as they are set (sixteen at
+  -- most: the next size up costs as much as a search).
   return setmetatable({
     key = key,
     exists = exists,
-    prefetched = prefetched,
+    -- What has been read (see reread): the value's length, the whole
+    -- value when small or written here, its start (at least its header);
+    -- blocks of slots are added where they are read.
+    size = size, whole = whole, header = header,
+    -- The value as parsed (see reparse and parse): whether it is a log
+    -- (nil until parsed), and its layout.
+    valid = nil,
+    width = nil, base = nil, head = nil, capacity = nil, stop = nil,
+    oldest_time = nil, newest_time = nil,
     -- A head moved but not yet written: a later change of the call may
     -- find the value damaged, and the call must then leave it as it was.
     head_pending = nil,
@@ -456,7 +461,7 @@ local function compact_log(key, exists, prefetched)
 end
 
 function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, nil end
-function Compact:reparse() self.layout, self.parsed, self.fields = nil, false, nil end
+function Compact:reparse() self.valid = nil end
 
 -- `n` bytes from offset `at` (0-based).
 function Compact:read(at, n)
@@ -469,32 +474,23 @@ end
 -- whole by the same call.
 function Compact:value_len()
   if not self.size then
-    local start = self.prefetched or redis.call('GETRANGE', self.key, 0, READ_WHOLE_AT_MOST - 1)
-    self.prefetched = nil
+    local start = self.header or redis.call('GETRANGE', self.key, 0, READ_WHOLE_AT_MOST - 1)
     if #start < READ_WHOLE_AT_MOST then
       self.size, self.whole = #start, start
     else
       self.size = redis.call('STRLEN', self.key)
-      self.header = string.sub(start, 1, HEADER_LEN)
+      self.header = start
       if self.size == #start then self.whole = start end
     end
   end
   return self.size
 end
 
--- The slot at `index` as stored; 0 past the end. A small value read
--- whole is decoded whole as it is parsed; others' slots are read a block at a
--- time, and decoded one at a time.
-function Compact:raw(index)
-  local layout = self.layout
-  if index >= layout.capacity then return 0 end
-  local width, fields = layout.width, self.fields
-  if fields then
-    if width == 4 then return fields[FIRST_SLOT_FIELD + index] end
-    local at = FIRST_SLOT_FIELD + 2 * index
-    return wide_slot(fields[at], fields[at + 1])
-  end
-  local blocks = self.blocks
+-- The slot at `index` of a value not decoded whole: slots are read a
+-- block at a time, and decoded one at a time; 0 past the end.
+function Compact:raw_from_blocks(index)
+  if index >= self.capacity then return 0 end
+  local width, blocks = self.width, self.blocks
   if not blocks then
     blocks = {}
     self.blocks = blocks
@@ -503,7 +499,7 @@ function Compact:raw(index)
   local bytes = blocks[block]
   if not bytes then
     local first = block * BLOCK_SLOTS
-    local count = math.min(BLOCK_SLOTS, layout.capacity - first)
+    local count = math.min(BLOCK_SLOTS, self.capacity - first)
     bytes = self:read(HEADER_LEN + first * width, count * width)
     blocks[block] = bytes
   end
@@ -524,7 +520,7 @@ function Compact:overlay(at, bytes)
     self.header = string.sub(splice(self.header), 1, HEADER_LEN)
   end
   if self.blocks and stop > HEADER_LEN then
-    local slot_bytes = self.layout.width * BLOCK_SLOTS
+    local slot_bytes = self.width * BLOCK_SLOTS
     local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
     for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
       self.blocks[block] = nil
@@ -573,59 +569,77 @@ function Compact:unlink()
   self:reparse()
 end
 
+-- The slot at `index` (0 and up) as stored; 0 past the end. These and
+-- the searches below are plain functions over plain fields, not methods,
+-- and a value at hand is read in place: they run several times a call,
+-- where each call, lookup and table shows.
+local function slot_at(log, index)
+  if index >= log.capacity then return 0 end
+  local whole = log.whole
+  if not whole then return log:raw_from_blocks(index) end
+  local at = HEADER_LEN + index * log.width + 1
+  if log.width == 4 then return (struct.unpack('<I4', whole, at)) end
+  local low, high = struct.unpack('<I4I4', whole, at)
+  return wide_slot(low, high)
+end
+
 -- The time of the slot at `index`, if it holds one.
-function Compact:time(index)
-  local value, base = self:raw(index), self.layout.base
+local function time_at(log, index)
+  local value, base = slot_at(log, index), log.base
   if value == 0 or value - 1 > MAX_MS - base then return nil end
   return base + value - 1
 end
 
 -- Checks the header and the live range in O(log N), as the module does on
--- every call; nil for bytes that are not a compact log. A small value
--- read whole is decoded in one struct.unpack, header and slots.
+-- every call, and sets the log's layout; false for bytes that are not a
+-- compact log. (The layout is fields of the log rather than a table of
+-- its own: a table costs as much as a search.)
 function Compact:parse()
   local len = self:value_len()
-  if len < MIN_LEN or (len - HEADER_LEN) % 4 ~= 0 then return nil end
-  local fields
-  if self.whole and len <= READ_WHOLE_AT_MOST then
-    fields = { struct.unpack(fields_format((len - HEADER_LEN) / 4), self.whole) }
-    self.fields = fields
-  else
-    local header = self.header or self:read(0, HEADER_LEN)
+  if len < MIN_LEN then return false end
+  local header = self.whole
+  if not header then
+    header = self.header or self:read(0, HEADER_LEN)
     self.header = header
-    fields = { struct.unpack(HEADER_FORMAT, header) }
   end
-  local width, base_high, head = fields[2], fields[5], fields[6]
-  if fields[1] ~= 'SWLc\1' or (width ~= 4 and width ~= 8) or fields[3] ~= 0 or fields[7] ~= 0
+  local magic, width, reserved, base_low, base_high, head, reserved_too =
+    struct.unpack(HEADER_FORMAT, header)
+  if magic ~= 'SWLc\1' or (width ~= 4 and width ~= 8) or reserved ~= 0 or reserved_too ~= 0
       or (len - HEADER_LEN) % width ~= 0 or base_high >= HIGH_OF_2_53 then
-    return nil
+    return false
   end
   local capacity = (len - HEADER_LEN) / width
-  if head > capacity then return nil end
-  local layout = { width = width, base = base_high * TWO_32 + fields[4], head = head,
-    capacity = capacity }
-  self.layout = layout
-  -- The live slots are the nonzero ones from the head on.
+  if head > capacity then return false end
+  self.width, self.base, self.head, self.capacity = width, base_high * TWO_32 + base_low, head, capacity
+  -- The live slots are the nonzero ones from the head on. (Narrow slots
+  -- of a value at hand, the usual case, are read here without slot_at.)
+  local narrow = width == 4 and self.whole
   local low, high = head, capacity
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
-    if self:raw(mid) ~= 0 then low = mid + 1 else high = mid end
+    local value
+    if narrow then value = struct.unpack('<I4', narrow, HEADER_LEN + 4 * mid + 1)
+    else value = slot_at(self, mid) end
+    if value ~= 0 then low = mid + 1 else high = mid end
   end
-  layout.stop = low
+  self.stop = low
   if low > head then
-    local oldest, newest = self:time(head), self:time(low - 1)
-    if not oldest or not newest or oldest > newest then return nil end
+    -- Both ends, kept: most counts and waits need no more than these.
+    local oldest, newest = time_at(self, head), time_at(self, low - 1)
+    if not oldest or not newest or oldest > newest then return false end
+    self.oldest_time, self.newest_time = oldest, newest
   end
-  return layout
+  return true
 end
 
--- The value as a log, parsed once per change; nil for none.
+-- Whether the value is a log, parsed once per change.
 function Compact:current()
-  if not self.parsed then
-    self.parsed = true
-    self.layout = self.exists and self:parse() or nil
+  local valid = self.valid
+  if valid == nil then
+    valid = self.exists and self:parse()
+    self.valid = valid
   end
-  return self.layout
+  return valid
 end
 
 -- Whether a change may go ahead on an existing log: not after one found
@@ -637,37 +651,37 @@ function Compact:changeable()
   return not self.damaged
 end
 
-function Compact:live() return self.layout.stop - self.layout.head end
-
--- Live entries at or before `t`: a binary search.
+-- Live entries at or before `t`: none before the oldest, all from the
+-- newest, otherwise a binary search.
 function Compact:count_through(t)
-  local layout = self.layout
-  local limit = t + 1 - layout.base
-  if limit < 0 then return 0 end
-  local head = layout.head
-  local low, high = head, layout.stop
+  local live = self.stop - self.head
+  if live == 0 or t < self.oldest_time then return 0 end
+  if t >= self.newest_time then return live end
+  local limit = t + 1 - self.base
+  local head = self.head
+  local low, high = head, self.stop
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
-    if self:raw(mid) <= limit then low = mid + 1 else high = mid end
+    if slot_at(self, mid) <= limit then low = mid + 1 else high = mid end
   end
   return low - head
 end
 
 function Compact:live_above(floor)
   local trimmed_to = self.trimmed_to
-  if floor < 0 or (trimmed_to and floor <= trimmed_to) then return self:live() end
-  return self:live() - self:count_through(floor)
+  local live = self.stop - self.head
+  if floor < 0 or (trimmed_to and floor <= trimmed_to) then return live end
+  return live - self:count_through(floor)
 end
 
 -- The entries from slot `head` to the end of the live ones, each slot
 -- checked, and the free slots after them checked to be free; nil if any
 -- is not.
 function Compact:entries_from(head)
-  local layout = self.layout
-  local width, stop = layout.width, layout.stop
-  local bytes = self:read(HEADER_LEN + head * width, (layout.capacity - head) * width)
+  local width, stop = self.width, self.stop
+  local bytes = self:read(HEADER_LEN + head * width, (self.capacity - head) * width)
   local stored = decode_slots(bytes, width, stop - head)
-  local times, base = {}, layout.base
+  local times, base = {}, self.base
   for i, value in ipairs(stored) do
     if value == 0 or value - 1 > MAX_MS - base then return nil end
     local t = base + value - 1
@@ -683,11 +697,10 @@ end
 -- goes, a dead prefix of more than half the value is reclaimed by writing
 -- the live entries anew, otherwise only the head changes.
 function Compact:move_head(head)
-  local layout = self.layout
-  if head == layout.head then return end
-  if head == layout.stop then
+  if head == self.head then return end
+  if head == self.stop then
     self:unlink()
-  elseif head * 2 > layout.capacity then
+  elseif head * 2 > self.capacity then
     local times = self:entries_from(head)
     if times then self:store(encode(times, 0)) else self.damaged = true end
   else
@@ -696,15 +709,23 @@ function Compact:move_head(head)
   end
 end
 
-function Compact:len() return self:current() and self:live() or 0 end
+function Compact:len()
+  if not (self.valid or self:current()) then return 0 end
+  return self.stop - self.head
+end
 
 function Compact:count_above(floor)
-  return self:current() and self:live_above(floor) or 0
+  if not (self.valid or self:current()) then return 0 end
+  return self:live_above(floor)
 end
 
 function Compact:score_at(rank)
-  if not self:current() or rank < 0 or rank >= self:live() then return nil end
-  return self:time(self.layout.head + rank) or MAX_MS
+  if not (self.valid or self:current()) then return nil end
+  local live = self.stop - self.head
+  if rank < 0 or rank >= live then return nil end
+  if rank == 0 then return self.oldest_time end
+  if rank == live - 1 then return self.newest_time end
+  return time_at(self, self.head + rank) or MAX_MS
 end
 
 -- The newest entry, as the log's ends show it (a damaged value may show
@@ -715,14 +736,14 @@ function Compact:newest() return self:score_at(self:len() - 1) end
 -- below it is recorded, so counting above it needs no search.
 function Compact:trim_through(floor)
   if self:changeable() then
-    self:move_head(self.layout.stop - self:live_above(floor))
+    self:move_head(self.stop - self:live_above(floor))
     self.trimmed_to = floor
   end
 end
 
 function Compact:cap_to(max_entries)
   if self:changeable() then
-    self:move_head(self.layout.stop - math.min(self:live(), max_entries))
+    self:move_head(self.stop - math.min(self.stop - self.head, max_entries))
   end
 end
 
@@ -737,12 +758,11 @@ function Compact:record(at, count)
     return
   end
   if not self:changeable() then return end
-  local layout = self.layout
-  local width = layout.width
-  local stored = at + 1 - layout.base
+  local width = self.width
+  local stored = at + 1 - self.base
   local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
-  if not fits or layout.capacity - layout.stop < count then
-    local times = self:entries_from(layout.head)
+  if not fits or self.capacity - self.stop < count then
+    local times = self:entries_from(self.head)
     if not times then
       self.damaged = true
       return
@@ -751,10 +771,10 @@ function Compact:record(at, count)
     self:store(encode(times, count, { time = at, count = count, after = after }))
     return
   end
-  local first = layout.head + self:count_through(at)
+  local first = self.head + self:count_through(at)
   local from = HEADER_LEN + first * width
   local moved = ''
-  if first < layout.stop then moved = self:read(from, (layout.stop - first) * width) end
+  if first < self.stop then moved = self:read(from, (self.stop - first) * width) end
   self:write(from, string.rep(pack_slot(stored, width), count) .. moved)
 end
 
@@ -762,13 +782,13 @@ end
 -- key.
 function Compact:drop_newest(count)
   if not self:changeable() then return end
-  local n = self:live()
+  local n = self.stop - self.head
   if n == 0 then return end
   if count >= n then
     self:unlink()
   else
-    local width = self.layout.width
-    self:write(HEADER_LEN + (self.layout.stop - count) * width, string.rep('\0', count * width))
+    local width = self.width
+    self:write(HEADER_LEN + (self.stop - count) * width, string.rep('\0', count * width))
   end
 end
 
@@ -784,40 +804,40 @@ end
 function Compact:entries()
   if not self.exists then return {} end
   if not self:current() then return nil end
-  return self:entries_from(self.layout.head)
+  return self:entries_from(self.head)
 end
 
 -- Whether a string key holds a well-formed log, as far as a call checks.
-function Compact:is_well_formed() return not self.exists or self:current() ~= nil end
+function Compact:is_well_formed() return not self.exists or self:current() end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
--- Each window's entries above its floor.
+-- Each window's entries above its floor. (Loops here count windows
+-- rather than use ipairs, and compare rather than call math.max: these
+-- run on every call, where each function call shows.)
 local function counts(log, windows, now)
   local result = {}
-  for i, w in ipairs(windows) do
-    result[i] = log:count_above(now - w.ms)
-  end
+  for i = 1, #windows do result[i] = log:count_above(now - windows[i].ms) end
   return result
 end
 
 local function admits(windows, counts, cost)
-  for i, w in ipairs(windows) do
-    if counts[i] + cost > w.limit then return false end
+  for i = 1, #windows do
+    if counts[i] + cost > windows[i].limit then return false end
   end
   return true
 end
 
 -- Each window's count after `recorded` entries at now (inside every window)
--- and, with a cap, after only the newest `cap` entries were kept.
-local function counts_after(counts, recorded, cap)
-  local result = {}
-  for i, count in ipairs(counts) do
-    local n = count + recorded
+-- and, with a cap, after only the newest `cap` entries were kept: in
+-- `counts`, which the caller no longer needs as it was.
+local function add_recorded(counts, recorded, cap)
+  for i = 1, #counts do
+    local n = counts[i] + recorded
     if cap and n > cap then n = cap end
-    result[i] = n
+    counts[i] = n
   end
-  return result
+  return counts
 end
 
 -- Milliseconds until an entry at `score` leaves a window of `ms` at `now`:
@@ -825,7 +845,8 @@ end
 -- double rounds it, where the module is exact), NEVER_MS for an entry that
 -- never leaves (+inf written by another tool).
 local function ms_until_left(score, ms, now)
-  local wait = (math.ceil(score) - now) + ms
+  if score % 1 ~= 0 then score = math.ceil(score) end
+  local wait = (score - now) + ms
   if wait ~= wait or wait <= 0 then return 0 end
   if wait > NEVER_MS then return NEVER_MS end
   return wait
@@ -837,7 +858,8 @@ local function retry_after(log, len, w, now, cost)
   if cost > w.limit then return -1 end
   local score = log:score_at(len - (w.limit - cost + 1))
   if not score then return 1 end
-  return math.max(1, ms_until_left(score, w.ms, now))
+  local wait = ms_until_left(score, w.ms, now)
+  return wait > 1 and wait or 1
 end
 
 -- -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
@@ -853,12 +875,13 @@ end
 local function verdict(log, windows, counts, now, cost, allowed, pending)
   local len = log:len()
   local binding
-  for i, w in ipairs(windows) do
-    local count = counts[i]
-    local reply = { allowed and 1 or 0, w.limit, math.max(0, w.limit - count), -1, 0, w.ms }
+  for i = 1, #windows do
+    local w, count = windows[i], counts[i]
+    local limit = w.limit
+    local reply = { allowed and 1 or 0, limit, count < limit and limit - count or 0, -1, 0, w.ms }
     if allowed then
       if not binding or reply[3] < binding[3] then binding = reply end
-    elseif count + cost > w.limit then
+    elseif count + cost > limit then
       reply[4] = retry_after(log, len, w, now, cost)
       if not binding or waits_longer(reply[4], binding[4]) then binding = reply end
     end
@@ -867,7 +890,8 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
     -- A denial that no window explains any more (a penalty cap shrank the
     -- log): the first window describes it, and the client may retry.
     local w = windows[1]
-    binding = { allowed and 1 or 0, w.limit, math.max(0, w.limit - counts[1]), allowed and -1 or 1, 0, w.ms }
+    local left = w.limit - counts[1]
+    binding = { allowed and 1 or 0, w.limit, left > 0 and left or 0, allowed and -1 or 1, 0, w.ms }
   end
   local wide = windows.widest
   -- An admitted check has just recorded entries at now.
@@ -963,7 +987,7 @@ local function swl_check(keys, args)
   if cap then log:cap_to(cap - recorded) end
   if recorded > 0 then log:record(now, recorded) end
   if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
-  local reply = verdict(log, windows, counts_after(before, recorded, cap), now, cost, allowed, false)
+  local reply = verdict(log, windows, add_recorded(before, recorded, cap), now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
   -- call's clock + reset_after_ms. An admit sets that (it recorded, so
   -- the key is there); a denial only lengthens a shorter expiry (or
@@ -987,7 +1011,7 @@ end
 local function peek_reply(log, windows, now, cost)
   local before = counts(log, windows, now)
   local allowed = admits(windows, before, cost)
-  local after = counts_after(before, allowed and cost or 0, nil)
+  local after = add_recorded(before, allowed and cost or 0, nil)
   return verdict(log, windows, after, now, cost, allowed, allowed)
 end
 

@@ -177,13 +177,23 @@ impl<'a> Log<'a> {
         (rank < self.len()).then(|| self.time(self.head + rank).unwrap_or(MAX_MS))
     }
 
-    /// Live entries at or before `time`: a binary search.
+    /// Live entries at or before `time`: none before the oldest, all from
+    /// the newest (the ends parsing checked), otherwise a binary search.
+    /// The function library counts the same way, so that both read the
+    /// same count from interior slots out of order.
     fn count_through(&self, time: u64) -> usize {
         // Stored values are time - base + 1: compare in that space.
         let Some(limit) = (time + 1).checked_sub(self.base) else {
             return 0;
         };
-        partition_point(self.len(), |rank| self.raw(self.head + rank) <= limit)
+        let len = self.len();
+        if len == 0 || self.raw(self.head) > limit {
+            return 0;
+        }
+        if self.raw(self.end - 1) <= limit {
+            return len;
+        }
+        partition_point(len, |rank| self.raw(self.head + rank) <= limit)
     }
 
     /// Live entries later than `floor`.
@@ -583,6 +593,27 @@ mod tests {
             // No more than a size class (a quarter) above what is wanted.
             assert!(value.len() <= (HEADER_LEN + (n + (n / 8).max(4)) * 4) * 5 / 4 + 16);
         }
+    }
+
+    #[test]
+    fn counts_take_the_ends_before_any_interior_slot() {
+        // Interior slots out of order (damage a call does not read): a
+        // floor before the oldest counts every entry, one from the newest
+        // none, whatever the slot a search would probe first holds.
+        let with_slot = |index: usize, stored: u32| {
+            let mut value = encode(&[100, 200, 300, 400, 500], 0);
+            let at = HEADER_LEN + 4 * index;
+            value[at..at + 4].copy_from_slice(&stored.to_le_bytes());
+            value
+        };
+        // The oldest at 149, and the middle slot read as 102.
+        let mut early = with_slot(0, 50);
+        early[HEADER_LEN + 8..HEADER_LEN + 12].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(Log::parse(&early).unwrap().count_above(120), 5);
+        // The middle slot read as 999, after the newest.
+        let late = with_slot(2, 900);
+        assert_eq!(Log::parse(&late).unwrap().count_above(500), 0);
+        assert_eq!(Log::parse(&late).unwrap().count_above(250), 3);
     }
 
     #[test]

@@ -713,6 +713,18 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
     );
     assert_eq!(module[2], wrongtype);
     assert!(matches!(module[0], Ok(Value::Array(_))), "{module:?}");
+    // Counts take the ends first: the floor (1001) is before the oldest
+    // (1002), so all five count, though the slot a search would probe
+    // first (1002) and the one after it (1001) say otherwise.
+    let ends_first = module_log(&mut con, "ends", &[1000, 1001, 1002, 1003, 1004]);
+    let ends_first = with_bytes(with_bytes(ends_first, 24, &[3]), 28, &[2]);
+    let [(module, left, _), library] = on_both(&mut con, &ends_first, &["1000", "9", "2001"]);
+    assert_eq!((&library.0, &library.1), (&module, &left), "ends first");
+    assert_eq!(
+        module[0],
+        ints(&[1, 9, 3, -1, 1000, 1000]),
+        "five and one more"
+    );
 }
 
 /// Calls at the edges of the compact format, through the module on one key
