@@ -7,7 +7,7 @@ encodings of a log, sorted sets and compact logs, as the module does.
 
   redis-cli FUNCTION LOAD REPLACE "$(cat scripts/swl.lua)"
   FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
-  FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+  FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [OLDEST]
   FCALL swl_refund  1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
   FCALL swl_entries 1 key
 
@@ -88,8 +88,9 @@ local function parse_window(ms_text, limit_text)
   return window
 end
 
--- The arguments after the key as windows, now (`*` or a time), cost and
--- whether to penalize; nil and the error otherwise. The windows are a
+-- The arguments after the key as windows, now (`*` or a time), cost,
+-- whether to penalize and whether to reply the oldest entry's wait; nil
+-- and the error otherwise. The windows are a
 -- list, with the widest one and the largest limit among them; never
 -- change it (one window's is shared from call to call).
 local function parse(args, command)
@@ -104,9 +105,9 @@ local function parse(args, command)
     now = integer_of(now)
     if not now or now > MAX_MS then return nil, ERR_NOW end
   end
-  if n == 3 then return first.alone, now, 1, false end
+  if n == 3 then return first.alone, now, 1, false, false end
   local windows = { first, widest = first, largest_limit = first.limit }
-  local cost, penalize = nil, false
+  local cost, penalize, oldest = nil, false, false
   local i = 4
   while i <= n do
     local option = string.upper(args[i])
@@ -127,12 +128,15 @@ local function parse(args, command)
     elseif option == 'PENALIZE' and command == 'swl.check' and not penalize then
       penalize = true
       i = i + 1
+    elseif option == 'OLDEST' and command == 'swl.peek' and not oldest then
+      oldest = true
+      i = i + 1
     else
       return nil, ERR_SYNTAX
     end
   end
   if #windows == 1 then windows = first.alone end
-  return windows, now, cost or 1, penalize
+  return windows, now, cost or 1, penalize, oldest
 end
 
 -- Exact for every integer a score holds. Whole numbers go through the
@@ -944,7 +948,7 @@ end
 -- `trims` has its log trimmed to the widest window where that is how the
 -- key is asked.
 local function prepare(keys, args, command, clock_ms, first_member, trims)
-  local windows, now, cost, penalize = parse(args, command)
+  local windows, now, cost, penalize, oldest = parse(args, command)
   if not windows then return nil, redis.error_reply(now) end
   if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
   if now == '*' then now = clock_ms end
@@ -953,7 +957,7 @@ local function prepare(keys, args, command, clock_ms, first_member, trims)
   local expiry_before = penalize and redis.call('PEXPIRETIME', keys[1])
   local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms)
   if not log then return nil, failed end
-  return log, windows, now, cost, penalize, expiry_before
+  return log, windows, now, cost, penalize, expiry_before, oldest
 end
 
 -- Sets the key to expire `ms` from now. Relative, not absolute from the
@@ -1015,11 +1019,24 @@ local function peek_reply(log, windows, now, cost)
   return verdict(log, windows, after, now, cost, allowed, allowed)
 end
 
+-- Milliseconds until the oldest entry in the window of `ms` leaves it,
+-- counting a `pending` request at now as recorded; 0 when the window holds
+-- none.
+local function oldest_after(log, ms, now, pending)
+  local in_window = log:count_above(now - ms)
+  local oldest = in_window > 0 and log:score_at(log:len() - in_window) or nil
+  if pending and not (oldest and oldest <= now) then oldest = now end
+  return oldest and ms_until_left(oldest, ms, now) or 0
+end
+
 local function swl_peek(keys, args)
   local clock_ms = server_clock()
-  local log, windows, now, cost = prepare(keys, args, 'swl.peek', clock_ms)
+  local log, windows, now, cost, _, _, oldest = prepare(keys, args, 'swl.peek', clock_ms)
   if not log then return windows end
-  return peek_reply(log, windows, now, cost)
+  local reply = peek_reply(log, windows, now, cost)
+  -- OLDEST: when the oldest entry in the reply's window leaves it.
+  if oldest then reply[7] = oldest_after(log, reply[6], now, reply[1] == 1) end
+  return reply
 end
 
 local function swl_refund(keys, args)

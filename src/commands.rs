@@ -91,24 +91,40 @@ fn finish(
     key.finish((key.expire_at() != Some(at)).then_some(at))
 }
 
-/// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
+/// SWL.PEEK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [OLDEST]
 ///
 /// The reply SWL.CHECK would give now with the same arguments, without
 /// changing anything: entries outside the window are ignored, not removed.
+/// OLDEST adds a seventh integer: when the oldest entry in the reply's
+/// window leaves it.
 pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Peek, &args)?;
         let now = moment(&request, server_time_ms());
         let (windows, cost) = (&request.windows, request.cost);
-        Ok(match open_log(ctx, &args[1], Access::Read)? {
-            LogKey::Zset(key) => window::peek(&key, windows, now, cost),
-            LogKey::Compact(key) => window::peek(&key, windows, now, cost),
+        let key = open_log(ctx, &args[1], Access::Read)?;
+        Ok(match (&key, request.oldest) {
+            (LogKey::Zset(key), false) => (window::peek(key, windows, now, cost), None),
+            (LogKey::Compact(key), false) => (window::peek(key, windows, now, cost), None),
+            (LogKey::Zset(key), true) => {
+                with_oldest(window::peek_with_oldest(key, windows, now, cost))
+            }
+            (LogKey::Compact(key), true) => {
+                with_oldest(window::peek_with_oldest(key, windows, now, cost))
+            }
         })
     });
     if outcome.is_ok() {
         stats::count_peek();
     }
-    respond(ctx, outcome)
+    match outcome {
+        Ok((verdict, oldest)) => respond_with(ctx, Ok(verdict), oldest),
+        Err(error) => respond(ctx, Err(error)),
+    }
+}
+
+fn with_oldest((verdict, oldest_after_ms): (Verdict, i64)) -> (Verdict, Option<i64>) {
+    (verdict, Some(oldest_after_ms))
 }
 
 /// SWL.ENTRIES key
@@ -152,19 +168,34 @@ fn guarded<T>(body: impl FnOnce() -> Result<T, SwlError>) -> Result<T, SwlError>
 }
 
 fn respond(ctx: &Context, outcome: Result<Verdict, SwlError>) -> RedisResult {
+    respond_with(ctx, outcome, None)
+}
+
+/// The six integers of a verdict, and `extra` after them where given.
+fn respond_with(
+    ctx: &Context,
+    outcome: Result<Verdict, SwlError>,
+    extra: Option<i64>,
+) -> RedisResult {
     match outcome {
         Ok(verdict) => {
-            reply::integers(
-                ctx,
-                &[
-                    i64::from(verdict.allowed),
-                    verdict.limit as i64,
-                    verdict.remaining as i64,
-                    verdict.retry_after_ms,
-                    verdict.reset_after_ms,
-                    verdict.window_ms as i64,
-                ],
-            );
+            let six = [
+                i64::from(verdict.allowed),
+                verdict.limit as i64,
+                verdict.remaining as i64,
+                verdict.retry_after_ms,
+                verdict.reset_after_ms,
+                verdict.window_ms as i64,
+            ];
+            match extra {
+                Some(value) => {
+                    let mut seven = [0; 7];
+                    seven[..6].copy_from_slice(&six);
+                    seven[6] = value;
+                    reply::integers(ctx, &seven);
+                }
+                None => reply::integers(ctx, &six),
+            }
             Ok(RedisValue::NoReply)
         }
         Err(error) => {

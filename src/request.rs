@@ -15,7 +15,8 @@ pub enum Now {
     At(u64),
 }
 
-/// Which command the arguments are for: PENALIZE belongs to SWL.CHECK only.
+/// Which command the arguments are for: PENALIZE belongs to SWL.CHECK
+/// only, OLDEST to SWL.PEEK only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
     Check,
@@ -24,7 +25,7 @@ pub enum Command {
 }
 
 /// `key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
-/// [PENALIZE]`, without the key.
+/// [PENALIZE | OLDEST]`, without the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The first window, then each WINDOW option in order; never empty.
@@ -33,10 +34,14 @@ pub struct Request {
     pub cost: u64,
     /// Record denied requests too (SWL.CHECK only).
     pub penalize: bool,
+    /// Reply also when the oldest entry in the reply's window leaves it
+    /// (SWL.PEEK only).
+    pub oldest: bool,
 }
 
 /// Parses the whole argument vector, command name and key included.
-/// Options may come in any order; COST and PENALIZE at most once each.
+/// Options may come in any order; COST, PENALIZE and OLDEST at most once
+/// each.
 pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Request, SwlError> {
     let [_name, _key, window_ms, limit, now, options @ ..] = args else {
         return Err(SwlError::WrongArity);
@@ -46,6 +51,7 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
         now: parse_now(now)?,
         cost: 1,
         penalize: false,
+        oldest: false,
     };
     let mut cost_seen = false;
     let mut rest = options.iter();
@@ -64,6 +70,11 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
             && !request.penalize
         {
             request.penalize = true;
+        } else if option.eq_ignore_ascii_case(b"OLDEST")
+            && command == Command::Peek
+            && !request.oldest
+        {
+            request.oldest = true;
         } else {
             return Err(SwlError::Syntax);
         }
@@ -133,6 +144,7 @@ mod tests {
                 now: Now::At(1_700_000_000_000),
                 cost: 1,
                 penalize: false,
+                oldest: false,
             })
         );
     }
@@ -167,6 +179,7 @@ mod tests {
                 now: Now::At(MAX_MS),
                 cost: MAX_COST,
                 penalize: false,
+                oldest: false,
             })
         );
         assert_eq!(
@@ -259,6 +272,7 @@ mod tests {
             now: Now::ServerClock,
             cost: 2,
             penalize: true,
+            oldest: false,
         });
         let orders: [&[&str]; 3] = [
             &[
@@ -291,6 +305,18 @@ mod tests {
         assert_eq!(with(["0", "1"]), Err(SwlError::WindowMs));
         assert_eq!(with(["10", "-1"]), Err(SwlError::Limit));
         assert_eq!(with(["10", "0"]).map(|r| r.windows.len()), Ok(2));
+    }
+
+    #[test]
+    fn oldest_is_for_peek_only_and_once() {
+        let args = ["k", "1000", "10", "0", "oldest", "COST", "2"];
+        let peek = parse_as(Command::Peek, &args).map(|r| (r.oldest, r.cost));
+        assert_eq!(peek, Ok((true, 2)));
+        for command in [Command::Check, Command::Refund] {
+            assert_eq!(parse_as(command, &args), Err(SwlError::Syntax));
+        }
+        let twice = ["k", "1000", "10", "0", "OLDEST", "OLDEST"];
+        assert_eq!(parse_as(Command::Peek, &twice), Err(SwlError::Syntax));
     }
 
     #[test]

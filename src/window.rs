@@ -323,6 +323,40 @@ pub fn peek(log: &impl ScoreLog, windows: &[Window], now: u64, cost: u64) -> Ver
     verdict(log, windows, &after, now, cost, allowed, allowed)
 }
 
+/// SWL.PEEK with OLDEST: the verdict, and the milliseconds until the
+/// oldest entry in its window leaves that window (see `oldest_after`).
+pub fn peek_with_oldest(
+    log: &impl ScoreLog,
+    windows: &[Window],
+    now: u64,
+    cost: u64,
+) -> (Verdict, i64) {
+    let verdict = peek(log, windows, now, cost);
+    let window = Window {
+        window_ms: verdict.window_ms,
+        limit: verdict.limit,
+    };
+    (verdict, oldest_after(log, window, now, verdict.allowed))
+}
+
+/// Milliseconds until the oldest entry in `window` leaves it, counting a
+/// `pending` request at `now` as recorded (as a peek of an admit does);
+/// 0 when the window holds none. What a client that reports "the window
+/// started at its oldest entry" (Python's `limits`) needs.
+pub fn oldest_after(log: &impl ScoreLog, window: Window, now: u64, pending: bool) -> i64 {
+    let in_window = log.count_above(window.floor(now));
+    let oldest = match in_window {
+        0 => None,
+        n => log.len().checked_sub(n).and_then(|rank| log.score_at(rank)),
+    };
+    let oldest = match (oldest, pending) {
+        (Some(score), true) => Some(score.min(now as f64)),
+        (None, true) => Some(now as f64),
+        (oldest, false) => oldest,
+    };
+    oldest.map_or(0, |score| ms_until_left(score, window, now))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -375,6 +409,27 @@ pub(crate) mod tests {
     }
 
     const W: Window = w(1000, 3);
+
+    #[test]
+    fn oldest_after_is_when_the_oldest_in_the_replys_window_leaves() {
+        let oldest = |scores: &[u64], windows: &[Window], now, cost| {
+            peek_with_oldest(&VecLog::of(scores), windows, now, cost).1
+        };
+        // Empty: a peek that would admit counts itself, at now.
+        assert_eq!(oldest(&[], &[W], 500, 1), 1000);
+        // The oldest in the window (200), not the one already out (0).
+        assert_eq!(oldest(&[0, 200, 400], &[W], 1100, 1), 100);
+        // A denial counts nothing pending: still the oldest present.
+        assert_eq!(oldest(&[200, 300, 400], &[W], 1100, 1), 100);
+        // Entries from the future: an admit's own entry at now is older.
+        assert_eq!(oldest(&[900], &[W], 500, 1), 1000);
+        assert_eq!(oldest(&[900, 900, 900], &[W], 500, 1), 1400);
+        // The reply's window is the narrow one, which holds only 1050.
+        let windows = [w(10_000, 100), w(100, 1)];
+        assert_eq!(oldest(&[200, 1050], &windows, 1100, 1), 50);
+        // Denied by nothing that fits: no pending entry, an empty window.
+        assert_eq!(oldest(&[], &[w(1000, 0)], 500, 1), 0);
+    }
 
     fn denial(window: Window, remaining: u64, retry: i64, reset: i64) -> Verdict {
         Verdict {

@@ -413,7 +413,7 @@ fn differential(
         clock += rng.below(25);
         let damaged = foreign.is_some_and(|every| rng.below(every) == 0)
             && foreign_write(&mut con, &mut rng, &keys, encoding, (clock, n));
-        let plan = Plan {
+        let mut plan = Plan {
             keys,
             args: random_args(&mut rng, clock, max_limit),
             op: match rng.below(10) {
@@ -424,6 +424,11 @@ fn differential(
             persist: rng.below(3) == 0,
             handed_to_module: rng.below(2) == 0,
         };
+        // Every other peek asks for the oldest entry's wait too (chosen
+        // by the step, not drawn, so that the sequence stays as it was).
+        if plan.op == Op::Peek && n % 2 == 0 {
+            plan.args.push("OLDEST".into());
+        }
         let done = step_on_one_clock(&mut con, &plan);
         let Plan {
             keys,
@@ -557,6 +562,8 @@ fn the_library_reports_the_same_errors() {
         &["1000", "5", "1", "WINDOW", "10"],
         &["1000", "5", "1", "PENALIZE", "PENALIZE"],
         &["1000", "5", "1", "BOGUS"],
+        // OLDEST belongs to a peek, once.
+        &["1000", "5", "1", "OLDEST"],
     ];
     for args in cases {
         let args = to_strings(args);
@@ -568,6 +575,13 @@ fn the_library_reports_the_same_errors() {
             "{args:?}"
         );
     }
+    let twice = to_strings(&["1000", "5", "1", "OLDEST", "oldest"]);
+    let expected = call(&mut module.connect(), true, Op::Peek, "k", &twice);
+    assert_eq!(expected, Err("ERR syntax error".to_string()));
+    assert_eq!(
+        call(&mut library.connect(), false, Op::Peek, "k", &twice),
+        expected
+    );
     for server in [&module, &library] {
         let _: () = redis::cmd("SET")
             .arg("s")

@@ -122,6 +122,20 @@ fn arguments(doc: &Value) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
+/// The field `name` of the argument called `argument`, if both exist.
+fn argument_field<'a>(doc: &'a Value, argument: &str, name: &str) -> Option<&'a Value> {
+    let Value::Array(args) = field(doc, "arguments") else {
+        panic!("arguments is not an array");
+    };
+    let arg = args
+        .iter()
+        .find(|arg| text(field(arg, "name")) == argument)?;
+    pairs(arg)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+}
+
 fn docs(con: &mut Connection, command: &str) -> Value {
     let reply: Value = redis::cmd("COMMAND")
         .arg("DOCS")
@@ -176,7 +190,11 @@ fn command_docs_describe_every_command() {
         text(field(&peek_doc, "complexity")),
         "O(W log(N)): W windows, N entries in the log"
     );
-    assert_eq!(arguments(&peek_doc), arguments(&check_doc)[..6]);
+    let mut peek_arguments = arguments(&check_doc)[..6].to_vec();
+    peek_arguments.extend(owned(&[("oldest", "pure-token", "OLDEST", "optional")]));
+    assert_eq!(arguments(&peek_doc), peek_arguments);
+    let oldest = argument_field(&peek_doc, "oldest", "since");
+    assert_eq!(oldest.map(text).as_deref(), Some("0.3.0"));
     let refund_doc = docs(&mut con, "swl.refund");
     assert_eq!(
         text(field(&refund_doc, "summary")),
@@ -209,7 +227,7 @@ fn module_list_shows_the_crate_version() {
         .split('.')
         .map(|part| part.parse::<i64>().unwrap())
         .fold(0, |encoded, part| encoded * 100 + part);
-    assert_eq!(version, 200, "0.2.0 as major*10000 + minor*100 + patch");
+    assert_eq!(version, 300, "0.3.0 as major*10000 + minor*100 + patch");
     assert_eq!(text(field(&modules[0], "name")), "swl");
     assert_eq!(field(&modules[0], "ver"), &Value::Int(version));
 }

@@ -5,8 +5,8 @@ mod support;
 
 use redis::Connection;
 use support::{
-    check, contents, error_text, expire_time, for_each_encoding, start_replica, wait_for_replicas,
-    Config, Contents, Rng, Server,
+    check, contents, error_text, expire_time, for_each_encoding, load_library, start_replica,
+    wait_for_replicas, Config, Contents, Rng, Server,
 };
 
 fn peek(con: &mut Connection, key: &str, args: &[String]) -> [i64; 5] {
@@ -99,6 +99,51 @@ fn peek_does_not_trim_entries_outside_the_window() {
         assert_eq!(peek(&mut con, "old", &args), [1, 2, 0, -1, 1000]);
         assert_eq!(state(&mut con, "old"), before);
         assert_eq!(before.0.len(), 2);
+    });
+}
+
+/// SWL.PEEK with OLDEST, through the module or (`library`) FCALL swl_peek.
+fn peek_oldest(con: &mut Connection, library: bool, key: &str, args: &[&str]) -> Vec<i64> {
+    let mut command = if library {
+        let mut fcall = redis::cmd("FCALL");
+        fcall.arg("swl_peek").arg(1);
+        fcall
+    } else {
+        redis::cmd("SWL.PEEK")
+    };
+    command.arg(key).arg(args).arg("OLDEST");
+    command
+        .query(con)
+        .unwrap_or_else(|e| panic!("peek {key} {args:?} OLDEST: {e}"))
+}
+
+#[test]
+fn oldest_adds_when_the_oldest_entry_in_the_replys_window_leaves_it() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        for library in [false, true] {
+            let key = if library { "lib" } else { "mod" };
+            let mut peek = |args: &[&str]| peek_oldest(&mut con, library, key, args);
+            // Empty: an admit counts itself, at now, so a whole window.
+            assert_eq!(peek(&["1000", "3", "500"]), [1, 3, 2, -1, 1000, 1000, 1000]);
+            let mut con = server.connect();
+            for at in ["100", "400", "700"] {
+                check(&mut con, key, &["1000", "3", at]);
+            }
+            let mut peek = |args: &[&str]| peek_oldest(&mut con, library, key, args);
+            // 100 has left by 1150; 400 is the oldest in the window.
+            assert_eq!(peek(&["1000", "3", "1150"]), [1, 3, 0, -1, 1000, 1000, 250]);
+            // Denied (three in the window): the same oldest, nothing pending.
+            assert_eq!(peek(&["1000", "3", "900"]), [0, 3, 0, 200, 800, 1000, 200]);
+            // The reply's window is the narrow one, which holds only 700.
+            let narrow = ["1000", "9", "750", "WINDOW", "100", "1"];
+            assert_eq!(peek(&narrow), [0, 1, 0, 50, 950, 100, 50]);
+            // Nothing changed: the peeks left the three entries.
+            let entries: Vec<i64> = redis::cmd("SWL.ENTRIES").arg(key).query(&mut con).unwrap();
+            assert_eq!(entries, [100, 400, 700]);
+        }
     });
 }
 

@@ -25,6 +25,8 @@ enum Args {
     Windows,
     /// The same, then `[PENALIZE]`.
     WindowsAndPenalize,
+    /// The same, then `[OLDEST]`.
+    WindowsAndOldest,
     /// Nothing after the key.
     None,
 }
@@ -69,7 +71,7 @@ const COMMANDS: [Doc; 4] = [
         complexity: c"O(W log(N)): W windows, N entries in the log",
         key_flags: READ_FLAGS,
         arity: -5,
-        args: Args::Windows,
+        args: Args::WindowsAndOldest,
         since: c"0.1.0",
     },
     Doc {
@@ -182,6 +184,17 @@ fn set_info(ctx: &Context, doc: &Doc) -> Result<(), &'static str> {
             flags: optional,
             ..arg(
                 c"penalize",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            )
+        });
+    }
+    if doc.args == Args::WindowsAndOldest {
+        args.push(Arg {
+            token: c"OLDEST".as_ptr(),
+            flags: optional,
+            since: c"0.3.0".as_ptr(),
+            ..arg(
+                c"oldest",
                 raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
             )
         });
