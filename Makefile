@@ -2,8 +2,10 @@
 #            keeping nothing across restarts (PORT=6379; BIND=0.0.0.0 to
 #            listen on every interface; ARGS='--requirepass ...' for more
 #            redis-server arguments)
-# make test  unit tests, integration tests against real redis-server, and the
-#            FastAPI, Express and axum middleware over real HTTP
+# make test  unit tests, integration tests against real redis-server, the
+#            FastAPI, Express and axum middleware over real HTTP, and the
+#            Python package (clients/python) with limits, Flask-Limiter and
+#            slowapi
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
 # make lint  rustfmt and clippy, as CI checks them
 # run, test and bench install what is missing first (scripts/setup.sh).
@@ -38,6 +40,9 @@ serve:
 
 test: build lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
+	bash scripts/setup-python.sh
+	cd clients/python && SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 \
+		../../target/python/bin/python -m pytest -q -p no:cacheprovider tests
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh

@@ -1,0 +1,21 @@
+"""redis-swl for Python: exact sliding-window-log rate limiting on Redis.
+
+:class:`SWL` and :class:`AsyncSWL` call the redis-swl module where the
+server has it and its function library otherwise. Importing this package
+also registers the ``swl+redis://`` storages with ``limits`` (Flask-Limiter,
+slowapi) where ``limits`` is installed (``pip install redis-swl[limits]``).
+"""
+
+from ._protocol import Verdict, Window, library_source
+from .aio import AsyncSWL
+from .client import SWL
+
+__all__ = ["SWL", "AsyncSWL", "Verdict", "Window", "library_source"]
+__version__ = "0.3.0"
+
+try:
+    import limits as _limits  # noqa: F401
+except ImportError:  # the [limits] extra is not installed
+    pass
+else:
+    from . import limits_storage as _limits_storage  # noqa: F401  (registers the schemes)

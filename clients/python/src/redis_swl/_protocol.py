@@ -1,0 +1,109 @@
+"""What the sync and asyncio clients share: the arguments of a call, the
+reply as a typed verdict, which errors mean "no module" or "no library",
+and the function library's source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+#: A window given as (window_ms, limit).
+Window = Tuple[int, int]
+
+#: The commands of the module and the functions of the library that answer
+#: them, with the same arguments and replies.
+CHECK = ("SWL.CHECK", "swl_check")
+PEEK = ("SWL.PEEK", "swl_peek")
+REFUND = ("SWL.REFUND", "swl_refund")
+
+ENCODINGS = ("zset", "compact")
+_ENCODING_LINE = "\nlocal ENCODING = 'zset'\n"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name.
+
+    ``limit``, ``remaining`` and ``retry_after_ms`` describe the window
+    named by ``window_ms``: the one with the least left, or the one that
+    denied. ``retry_after_ms`` is -1 when admitted, or when waiting cannot
+    help (a cost above the limit). ``reset_after_ms`` is when the log's
+    newest entry leaves the widest window (0 for an empty log).
+    ``oldest_after_ms`` is only given by a peek with ``oldest=True``: when
+    the oldest entry in the reply's window leaves it.
+    """
+
+    allowed: bool
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    window_ms: int
+    oldest_after_ms: Optional[int] = None
+
+    @classmethod
+    def from_reply(cls, reply: Sequence[Any]) -> "Verdict":
+        values = [int(v) for v in reply]
+        if len(values) not in (6, 7):
+            raise ValueError(f"not a redis-swl reply: {reply!r}")
+        oldest = values[6] if len(values) == 7 else None
+        return cls(values[0] == 1, *values[1:6], oldest_after_ms=oldest)
+
+    @property
+    def retry_after_seconds(self) -> Optional[int]:
+        """Whole seconds for a ``Retry-After`` header (rounded up), or None
+        when admitted or when waiting cannot help."""
+        if self.retry_after_ms < 0:
+            return None
+        return -(-self.retry_after_ms // 1000)
+
+
+def request_args(
+    window_ms: int,
+    limit: int,
+    *,
+    now_ms: Optional[int],
+    cost: int,
+    windows: Sequence[Window],
+    penalize: bool = False,
+    oldest: bool = False,
+) -> List[Union[int, str]]:
+    """The arguments after the key, as the module and the library take them."""
+    args: List[Union[int, str]] = [window_ms, limit, "*" if now_ms is None else now_ms]
+    if cost != 1:
+        args += ["COST", cost]
+    for extra_ms, extra_limit in windows:
+        args += ["WINDOW", extra_ms, extra_limit]
+    if penalize:
+        args.append("PENALIZE")
+    if oldest:
+        args.append("OLDEST")
+    return args
+
+
+def is_unknown_command(error: Exception) -> bool:
+    """The server has no such command: the module is not loaded."""
+    return str(error).lower().startswith("unknown command")
+
+
+def is_missing_function(error: Exception) -> bool:
+    """The server has no such function: the library is not loaded."""
+    return "function not found" in str(error).lower()
+
+
+def is_library_present(error: Exception) -> bool:
+    """FUNCTION LOAD found the library already loaded (by another client)."""
+    return "already exists" in str(error).lower()
+
+
+def library_source(encoding: str = "zset") -> str:
+    """The function library shipped in this package (the repository's
+    scripts/swl.lua), creating new logs in ``encoding``: ``"zset"`` (a
+    sorted set) or ``"compact"`` (a compact log)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
+    source = resources.files("redis_swl").joinpath("swl.lua").read_text(encoding="utf-8")
+    if _ENCODING_LINE not in source:
+        raise RuntimeError("the packaged swl.lua has no ENCODING line")
+    return source.replace(_ENCODING_LINE, f"\nlocal ENCODING = '{encoding}'\n", 1)

@@ -1,0 +1,157 @@
+"""``limits`` storages whose moving window is redis-swl.
+
+Importing :mod:`redis_swl` registers them, so that a storage URI is the
+only change an application makes::
+
+    Limiter(get_remote_address, app=app, storage_uri="swl+redis://localhost:6379",
+            strategy="moving-window")
+
+===============================  ===========================================
+scheme                           class
+===============================  ===========================================
+``swl+redis://``, ``swl+rediss://``, ``swl+redis+unix://``
+                                 :class:`SWLRedisStorage`
+``swl+redis+cluster://``         :class:`SWLRedisClusterStorage`
+``async+swl+redis://`` (and the ``rediss``, ``redis+unix`` forms)
+                                 :class:`AsyncSWLRedisStorage`
+``async+swl+redis+cluster://``   :class:`AsyncSWLRedisClusterStorage`
+===============================  ===========================================
+
+The moving window (``MovingWindowRateLimiter.hit``, ``test`` and
+``get_window_stats``) is one SWL.CHECK or SWL.PEEK each, or the function
+library's FCALL where the server has no module. Every other strategy runs
+``limits``' own Redis code on the same connection: these classes are its
+Redis storages with the moving window replaced.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Tuple
+
+from limits.aio.storage import RedisClusterStorage as _AsyncRedisClusterStorage
+from limits.aio.storage import RedisStorage as _AsyncRedisStorage
+from limits.storage import RedisClusterStorage as _RedisClusterStorage
+from limits.storage import RedisStorage as _RedisStorage
+
+from ._protocol import Verdict
+from .aio import AsyncSWL
+from .client import SWL
+
+#: The most units one call records (the module's cap on COST).
+MAX_COST = 100_000
+
+
+def _cost_fits(limit: int, amount: int) -> bool:
+    """Whether a hit of ``amount`` can be asked at all: as in ``limits``, one
+    above the limit never fits; one above the module's cap on COST is
+    refused loudly rather than counted as a denial."""
+    if amount > limit:
+        return False
+    if amount > MAX_COST:
+        raise ValueError(f"redis-swl records at most {MAX_COST} units per hit, not {amount}")
+    return True
+
+
+def _moving_window(verdict: Verdict, now: float, expiry: int) -> Tuple[float, int]:
+    """``limits``' (start, count) of a moving window, from a peek of one
+    unit with OLDEST: the count is what the peek left unspent (a peek that
+    admits counts its own unit), capped at the limit as ``limits`` caps its
+    lists; the start is the oldest entry in the window, on this machine's
+    clock (the reply's waits are relative, so the clocks need not agree),
+    or now for an empty window."""
+    if verdict.allowed:
+        count = verdict.limit - verdict.remaining - 1
+    else:
+        count = verdict.limit
+    oldest_after_ms = verdict.oldest_after_ms or 0
+    if count == 0 or oldest_after_ms == 0:
+        return now, count
+    return now + oldest_after_ms / 1000 - expiry, count
+
+
+def _sync_uri(uri: str) -> str:
+    return uri.replace("swl+", "", 1)
+
+
+class _SWLMovingWindow:
+    """The moving window of a ``limits`` Redis storage, by redis-swl."""
+
+    swl: SWL
+    prefixed_key: Any  # limits' RedisStorage.prefixed_key
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if not _cost_fits(limit, amount):
+            return False
+        return self.swl.check(self.prefixed_key(key), expiry * 1000, limit, cost=amount).allowed
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        now = time.time()
+        verdict = self.swl.peek(self.prefixed_key(key), expiry * 1000, limit, oldest=True)
+        return _moving_window(verdict, now, expiry)
+
+
+class SWLRedisStorage(_SWLMovingWindow, _RedisStorage):
+    """``limits``' :class:`~limits.storage.RedisStorage`, its moving window
+    by redis-swl. ``swl_encoding`` is how the function library, where this
+    storage loads it, stores new logs (``"zset"`` or ``"compact"``)."""
+
+    STORAGE_SCHEME = ["swl+redis", "swl+rediss", "swl+redis+unix"]
+
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+        super().__init__(_sync_uri(uri), *args, **options)
+        self.swl = SWL(self.storage, encoding=swl_encoding)
+
+
+class SWLRedisClusterStorage(_SWLMovingWindow, _RedisClusterStorage):
+    """``limits``' :class:`~limits.storage.RedisClusterStorage`, its moving
+    window by redis-swl."""
+
+    STORAGE_SCHEME = ["swl+redis+cluster"]
+
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+        super().__init__(_sync_uri(uri), *args, **options)
+        self.swl = SWL(self.storage, encoding=swl_encoding)
+
+
+class _AsyncSWLMovingWindow:
+    """The moving window of a ``limits`` asyncio Redis storage, by redis-swl."""
+
+    swl: AsyncSWL
+    bridge: Any
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if not _cost_fits(limit, amount):
+            return False
+        key = self.bridge.prefixed_key(key)
+        return (await self.swl.check(key, expiry * 1000, limit, cost=amount)).allowed
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        now = time.time()
+        key = self.bridge.prefixed_key(key)
+        verdict = await self.swl.peek(key, expiry * 1000, limit, oldest=True)
+        return _moving_window(verdict, now, expiry)
+
+
+class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
+    """``limits``' asyncio :class:`~limits.aio.storage.RedisStorage` over
+    redis-py's asyncio client, its moving window by redis-swl."""
+
+    STORAGE_SCHEME = ["async+swl+redis", "async+swl+rediss", "async+swl+redis+unix"]
+
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+        options["implementation"] = "redispy"
+        super().__init__(_sync_uri(uri), *args, **options)
+        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
+
+
+class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStorage):
+    """``limits``' asyncio :class:`~limits.aio.storage.RedisClusterStorage`
+    over redis-py's asyncio cluster client, its moving window by redis-swl."""
+
+    STORAGE_SCHEME = ["async+swl+redis+cluster"]
+
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+        options["implementation"] = "redispy"
+        super().__init__(_sync_uri(uri), *args, **options)
+        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)

@@ -1,0 +1,146 @@
+"""limits' MovingWindowRateLimiter on the swl+redis:// storages, sync and
+asyncio, against a model of a moving window: hit, test, get_window_stats,
+clear and reset, with the module and with the function library, in both
+encodings; each call one command, and the keys redis-swl logs."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import List
+
+import pytest
+from limits import parse
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
+from limits.storage import storage_from_string
+from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+
+import redis_swl  # noqa: F401  (registers the schemes)
+from conftest import ENCODINGS, log_kind
+
+MODES = list(itertools.product([True, False], ENCODINGS))
+IDS = [f"{'module' if m else 'library'}-{e}" for m, e in MODES]
+# Clocks here and in the server agree to well within this (seconds).
+SLACK = 0.05
+
+
+class Model:
+    """A moving window as limits defines it: a hit that fits records `cost`
+    entries at its time, one that does not records nothing."""
+
+    def __init__(self, amount: int, expiry: int):
+        self.amount, self.expiry = amount, expiry
+        self.times: List[float] = []
+
+    def hit(self, at: float, cost: int) -> bool:
+        if len(self.times) + cost > self.amount:
+            return False
+        self.times += [at] * cost
+        return True
+
+    def test(self, cost: int) -> bool:
+        return len(self.times) <= self.amount - cost
+
+    def remaining(self) -> int:
+        return self.amount - len(self.times)
+
+    def reset(self, now: float) -> float:
+        return (self.times[0] if self.times else now) + self.expiry
+
+
+# (operation, cost) on one item of 5 per hour: nothing leaves the window
+# while the test runs, so the model needs no clock of its own.
+STEPS = [("hit", 1), ("stats", 0), ("hit", 2), ("test", 2), ("test", 3), ("hit", 3),
+         ("stats", 0), ("hit", 2), ("hit", 1), ("hit", 6), ("stats", 0), ("clear", 0),
+         ("test", 5), ("stats", 0), ("hit", 5), ("test", 1), ("stats", 0)]
+
+
+def command_calls(client, module: bool) -> int:
+    stats = client.info("commandstats")
+    names = ["cmdstat_swl.check", "cmdstat_swl.peek"] if module else ["cmdstat_fcall"]
+    return sum(stats.get(name, {}).get("calls", 0) for name in names)
+
+
+@pytest.mark.parametrize("module,encoding", MODES, ids=IDS)
+def test_the_moving_window_is_limits_own(start_server, module, encoding):
+    server = start_server(module, encoding)
+    storage = storage_from_string(f"swl+redis://127.0.0.1:{server.port}", swl_encoding=encoding)
+    limiter = MovingWindowRateLimiter(storage)
+    item = parse("5/hour")
+    model = Model(5, item.get_expiry())
+    client = server.client()
+    for n, (operation, cost) in enumerate(STEPS):
+        before = time.time()
+        context = (n, operation, cost)
+        if operation == "hit":
+            assert limiter.hit(item, "alice", cost=cost) == model.hit(before, cost), context
+        elif operation == "test":
+            assert limiter.test(item, "alice", cost=cost) == model.test(cost), context
+        elif operation == "clear":
+            limiter.clear(item, "alice")
+            model.times = []
+        else:
+            calls = command_calls(client, module)
+            stats = limiter.get_window_stats(item, "alice")
+            assert command_calls(client, module) - calls == 1, "one command per stats"
+            assert stats.remaining == model.remaining(), context
+            expected = model.reset(before)
+            assert expected - SLACK <= stats.reset_time <= expected + SLACK, context
+    key = f"LIMITS:{item.key_for('alice')}"
+    assert log_kind(client, key) == encoding
+    assert client.ttl(key) > 3500
+    storage.reset()
+    assert client.keys("LIMITS:*") == []
+
+
+@pytest.mark.parametrize("module,encoding", MODES, ids=IDS)
+def test_the_asyncio_moving_window_is_the_same(start_server, module, encoding):
+    server = start_server(module, encoding)
+
+    async def run():
+        storage = storage_from_string(f"async+swl+redis://127.0.0.1:{server.port}",
+                                      swl_encoding=encoding)
+        limiter = AsyncMovingWindow(storage)
+        item = parse("5/hour")
+        model = Model(5, item.get_expiry())
+        for n, (operation, cost) in enumerate(STEPS):
+            before = time.time()
+            context = (n, operation, cost)
+            if operation == "hit":
+                assert await limiter.hit(item, "bob", cost=cost) == model.hit(before, cost), context
+            elif operation == "test":
+                assert await limiter.test(item, "bob", cost=cost) == model.test(cost), context
+            elif operation == "clear":
+                await limiter.clear(item, "bob")
+                model.times = []
+            else:
+                stats = await limiter.get_window_stats(item, "bob")
+                assert stats.remaining == model.remaining(), context
+                expected = model.reset(before)
+                assert expected - SLACK <= stats.reset_time <= expected + SLACK, context
+        assert await storage.reset() is not None
+        return f"LIMITS:{item.key_for('bob')}"
+
+    asyncio.run(run())
+    assert server.client().keys("LIMITS:*") == []
+
+
+def test_other_strategies_keep_working_on_the_same_storage(start_server):
+    server = start_server(True)
+    storage = storage_from_string(f"swl+redis://127.0.0.1:{server.port}")
+    fixed = FixedWindowRateLimiter(storage)
+    item = parse("2/hour")
+    assert [fixed.hit(item, "carol") for _ in range(3)] == [True, True, False]
+    assert fixed.get_window_stats(item, "carol").remaining == 0
+    # limits' own fixed-window counter, which counts the denied hit too.
+    assert server.client().get(f"LIMITS:{item.key_for('carol')}") == b"3"
+
+
+def test_a_hit_above_the_limit_fits_nothing_and_above_the_cap_is_refused(start_server):
+    server = start_server(True)
+    limiter = MovingWindowRateLimiter(storage_from_string(f"swl+redis://127.0.0.1:{server.port}"))
+    assert not limiter.hit(parse("3/hour"), "dave", cost=4)
+    with pytest.raises(ValueError, match="at most 100000 units"):
+        limiter.hit(parse("1000000/hour"), "dave", cost=100_001)
+    assert limiter.hit(parse("1000000/hour"), "dave", cost=100_000)
