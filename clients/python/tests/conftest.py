@@ -94,6 +94,45 @@ def start_server() -> Iterator:
         server.stop()
 
 
+class Cluster:
+    """A Redis Cluster of three primaries, every slot assigned."""
+
+    def __init__(self, start, module: bool, encoding: str):
+        self.nodes = []
+        for _ in range(3):
+            args = ["--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                    "--cluster-node-timeout", "5000"]
+            self.nodes.append(start(module, encoding, args))
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        done = subprocess.run(["redis-cli", "--cluster", "create", *addresses,
+                               "--cluster-replicas", "0", "--cluster-yes"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        deadline = time.monotonic() + 30
+        while not all(self.ready(node) for node in self.nodes):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.05)
+
+    @staticmethod
+    def ready(node: RedisServer) -> bool:
+        info = node.client().execute_command("CLUSTER", "INFO").decode()
+        return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+
+@pytest.fixture
+def start_cluster(start_server):
+    """Starts three-node clusters on demand; stopped after the test."""
+
+    def start(module: bool, encoding: str = "zset") -> Cluster:
+        return Cluster(start_server, module, encoding)
+
+    return start
+
+
 def log_kind(client: redis.Redis, key: str) -> str:
     """What a key holds: "zset", "compact" (a compact log), or its TYPE."""
     kind = client.type(key).decode()

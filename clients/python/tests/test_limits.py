@@ -6,9 +6,10 @@ encodings; each call one command, and the keys redis-swl logs."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import time
-from typing import List
+from typing import List, Tuple
 
 import pytest
 from limits import parse
@@ -27,16 +28,17 @@ SLACK = 0.05
 
 class Model:
     """A moving window as limits defines it: a hit that fits records `cost`
-    entries at its time, one that does not records nothing."""
+    entries at its time, one that does not records nothing. A time is known
+    as the interval the call took."""
 
     def __init__(self, amount: int, expiry: int):
         self.amount, self.expiry = amount, expiry
-        self.times: List[float] = []
+        self.times: List[Tuple[float, float]] = []
 
-    def hit(self, at: float, cost: int) -> bool:
+    def hit(self, during: Tuple[float, float], cost: int) -> bool:
         if len(self.times) + cost > self.amount:
             return False
-        self.times += [at] * cost
+        self.times += [during] * cost
         return True
 
     def test(self, cost: int) -> bool:
@@ -45,8 +47,11 @@ class Model:
     def remaining(self) -> int:
         return self.amount - len(self.times)
 
-    def reset(self, now: float) -> float:
-        return (self.times[0] if self.times else now) + self.expiry
+    def resets(self, during: Tuple[float, float], reset: float) -> bool:
+        """Whether `reset` is the oldest entry's time plus the window (now,
+        as `during` bounds it, for an empty one), within SLACK."""
+        low, high = self.times[0] if self.times else during
+        return low + self.expiry - SLACK <= reset <= high + self.expiry + SLACK
 
 
 # (operation, cost) on one item of 5 per hour: nothing leaves the window
@@ -62,31 +67,46 @@ def command_calls(client, module: bool) -> int:
     return sum(stats.get(name, {}).get("calls", 0) for name in names)
 
 
+async def settled(value) -> object:
+    """A sync limiter's result as it is, an asyncio one's awaited."""
+    return await value if inspect.isawaitable(value) else value
+
+
+async def drive(limiter, item, user: str) -> None:
+    """Runs STEPS through a sync or asyncio MovingWindowRateLimiter and
+    compares every answer with the model."""
+    model = Model(item.amount, item.get_expiry())
+    for n, (operation, cost) in enumerate(STEPS):
+        before = time.time()
+        context = (user, n, operation, cost)
+        if operation == "hit":
+            hit = await settled(limiter.hit(item, user, cost=cost))
+            assert hit == model.hit((before, time.time()), cost), context
+        elif operation == "test":
+            assert await settled(limiter.test(item, user, cost=cost)) == model.test(cost), context
+        elif operation == "clear":
+            await settled(limiter.clear(item, user))
+            model.times = []
+        else:
+            stats = await settled(limiter.get_window_stats(item, user))
+            assert stats.remaining == model.remaining(), context
+            assert model.resets((before, time.time()), stats.reset_time), (context, stats)
+
+
 @pytest.mark.parametrize("module,encoding", MODES, ids=IDS)
 def test_the_moving_window_is_limits_own(start_server, module, encoding):
     server = start_server(module, encoding)
     storage = storage_from_string(f"swl+redis://127.0.0.1:{server.port}", swl_encoding=encoding)
     limiter = MovingWindowRateLimiter(storage)
     item = parse("5/hour")
-    model = Model(5, item.get_expiry())
+    asyncio.run(drive(limiter, item, "alice"))
     client = server.client()
-    for n, (operation, cost) in enumerate(STEPS):
-        before = time.time()
-        context = (n, operation, cost)
-        if operation == "hit":
-            assert limiter.hit(item, "alice", cost=cost) == model.hit(before, cost), context
-        elif operation == "test":
-            assert limiter.test(item, "alice", cost=cost) == model.test(cost), context
-        elif operation == "clear":
-            limiter.clear(item, "alice")
-            model.times = []
-        else:
-            calls = command_calls(client, module)
-            stats = limiter.get_window_stats(item, "alice")
-            assert command_calls(client, module) - calls == 1, "one command per stats"
-            assert stats.remaining == model.remaining(), context
-            expected = model.reset(before)
-            assert expected - SLACK <= stats.reset_time <= expected + SLACK, context
+    # Each call is one command.
+    calls = command_calls(client, module)
+    limiter.hit(item, "alice")
+    limiter.test(item, "alice")
+    limiter.get_window_stats(item, "alice")
+    assert command_calls(client, module) - calls == 3
     key = f"LIMITS:{item.key_for('alice')}"
     assert log_kind(client, key) == encoding
     assert client.ttl(key) > 3500
@@ -101,26 +121,10 @@ def test_the_asyncio_moving_window_is_the_same(start_server, module, encoding):
     async def run():
         storage = storage_from_string(f"async+swl+redis://127.0.0.1:{server.port}",
                                       swl_encoding=encoding)
-        limiter = AsyncMovingWindow(storage)
         item = parse("5/hour")
-        model = Model(5, item.get_expiry())
-        for n, (operation, cost) in enumerate(STEPS):
-            before = time.time()
-            context = (n, operation, cost)
-            if operation == "hit":
-                assert await limiter.hit(item, "bob", cost=cost) == model.hit(before, cost), context
-            elif operation == "test":
-                assert await limiter.test(item, "bob", cost=cost) == model.test(cost), context
-            elif operation == "clear":
-                await limiter.clear(item, "bob")
-                model.times = []
-            else:
-                stats = await limiter.get_window_stats(item, "bob")
-                assert stats.remaining == model.remaining(), context
-                expected = model.reset(before)
-                assert expected - SLACK <= stats.reset_time <= expected + SLACK, context
-        assert await storage.reset() is not None
-        return f"LIMITS:{item.key_for('bob')}"
+        await drive(AsyncMovingWindow(storage), item, "bob")
+        assert log_kind(server.client(), f"LIMITS:{item.key_for('bob')}") == encoding
+        await storage.reset()
 
     asyncio.run(run())
     assert server.client().keys("LIMITS:*") == []

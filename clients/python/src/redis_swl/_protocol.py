@@ -83,8 +83,10 @@ def request_args(
 
 
 def is_unknown_command(error: Exception) -> bool:
-    """The server has no such command: the module is not loaded."""
-    return str(error).lower().startswith("unknown command")
+    """The server has no such command: the module is not loaded. (A cluster
+    client says so itself, from the commands the nodes listed.)"""
+    text = str(error).lower()
+    return text.startswith("unknown command") or "command doesn't exist in redis commands" in text
 
 
 def is_missing_function(error: Exception) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Tuple
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from ._protocol import (
     CHECK,
@@ -103,7 +103,7 @@ class SWL:
         if not self.uses_library:
             try:
                 return self.client.execute_command(command, key, *args)
-            except ResponseError as error:
+            except RedisError as error:
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
