@@ -22,9 +22,8 @@ def create_app(storage_uri: str, **limiter_options) -> Flask:
         app=app,
         storage_uri=storage_uri,
         strategy="moving-window",
-        headers_enabled=True,
-        default_limits=["3 per minute;10 per hour"],
-        **limiter_options,
+        **{"headers_enabled": True, "default_limits": ["3 per minute;10 per hour"],
+           **limiter_options},
     )
 
     @app.get("/")

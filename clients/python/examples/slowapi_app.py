@@ -21,13 +21,21 @@ def create_app(storage_uri: str, **limiter_options) -> FastAPI:
         key_func=get_remote_address,  # the TCP peer; behind a proxy see docs/python.md
         storage_uri=storage_uri,
         strategy="moving-window",
-        headers_enabled=True,
-        default_limits=["3 per minute;10 per hour"],
-        **limiter_options,
+        **{"headers_enabled": True, "default_limits": ["3 per minute;10 per hour"],
+           **limiter_options},
     )
     app = FastAPI()
     app.state.limiter = limiter
     app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)
+
+    # slowapi 0.1.10 reads request.state.view_rate_limit after every
+    # decorated endpoint, and a check it swallowed (swallow_errors, Redis
+    # unreachable) never set it: the request would fail with a 500. None
+    # means "no limit to report".
+    @app.middleware("http")
+    async def no_limit_to_report_yet(request: Request, call_next):
+        request.state.view_rate_limit = None
+        return await call_next(request)
 
     # slowapi writes its headers into `response`.
     @app.get("/", response_class=PlainTextResponse)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -43,7 +44,26 @@ class RedisServer:
                 raise RuntimeError(f"no module at {MODULE}: build it (make build)")
             command += ["--loadmodule", MODULE, "--swl.encoding", encoding]
         command += args or []
+        self.command = command
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        self.wait_ready()
+
+    def pause(self) -> None:
+        """Stalls the server: it keeps its connections and answers nothing."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """Stops the server, keeping its directory for a restart."""
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        """Starts the server again, on the same port and directory."""
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
         self.wait_ready()
 
@@ -69,6 +89,7 @@ class RedisServer:
             time.sleep(0.02)
 
     def stop(self) -> None:
+        self.resume()
         if self.process.poll() is None:
             self.process.terminate()
             try:
