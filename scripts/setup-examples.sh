@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what one middleware example needs, if this machine has its
-# language runtime: FastAPI, uvicorn and redis-py in a virtual environment
-# under target/, Express and node-redis with npm ci, the axum example built
+# language runtime: FastAPI, uvicorn, redis-py and the redis-swl package
+# (built from clients/python each time) in a virtual environment under
+# target/, Express and node-redis with npm ci, the axum example built
 # with cargo into its own target directory. Exit 3: the runtime itself is
 # missing (the caller skips, saying so); other failures exit 1.
 # Usage: scripts/setup-examples.sh python|node|rust
@@ -12,7 +13,7 @@ case "${1:-}" in
 python)
     command -v python3 >/dev/null || { echo "setup-examples: no python3" >&2; exit 3; }
     env=target/middleware/python
-    if ! "$env/bin/python" -c 'import fastapi, uvicorn, redis' 2>/dev/null; then
+    if ! "$env/bin/python" -c 'import fastapi, uvicorn, redis, hatchling' 2>/dev/null; then
         rm -rf "$env"
         if ! python3 -m venv "$env" 2>/dev/null; then
             # Debian ships the venv module apart from python3.
@@ -23,8 +24,9 @@ python)
             rm -rf "$env"
             python3 -m venv "$env" || { echo "setup-examples: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
         fi
-        "$env/bin/pip" install -q -r examples/fastapi/requirements.txt || exit 1
+        "$env/bin/pip" install -q -r examples/fastapi/requirements.txt hatchling==1.27.0 || exit 1
     fi
+    "$env/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps ./clients/python || exit 1
     ;;
 node)
     { command -v node >/dev/null && command -v npm >/dev/null; } || { echo "setup-examples: no node/npm" >&2; exit 3; }

@@ -1,7 +1,8 @@
-"""A tiny FastAPI service behind RateLimitMiddleware. Settings from the
-environment (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/), PORT
-(8000), WINDOWS ("60000:100"; several as "60000:100,1000:10"), COST (1),
-POLICY (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000)."""
+"""A tiny FastAPI service behind redis-swl's ASGI middleware (the redis-swl
+package: pip install ./clients/python). Settings from the environment
+(docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/), PORT (8000),
+WINDOWS ("60000:100"; several as "60000:100,1000:10"), COST (1), POLICY
+(open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000)."""
 
 import os
 import sys
@@ -10,11 +11,11 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from ratelimit import RateLimiter, RateLimitMiddleware, client_address
+from redis_swl.asgi import RateLimiter, RateLimitMiddleware, client_address
 
 windows = [tuple(int(n) for n in pair.split(":")) for pair in os.environ.get("WINDOWS", "60000:100").split(",")]
 settings = dict(
-    redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/"),
+    redis=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/"),
     windows=windows,
     cost=int(os.environ.get("COST", "1")),
     policy=os.environ.get("POLICY", "open"),
@@ -45,7 +46,7 @@ app = FastAPI()
 
 @app.get("/failures", response_class=PlainTextResponse)
 def failures():
-    return f"{limiter.failures()}\n"
+    return f"{limiter.failures}\n"
 
 
 app.mount("/", api)

@@ -1,0 +1,257 @@
+"""Rate limiting for FastAPI, Starlette and any ASGI app on redis-swl.
+
+One check per request (SWL.CHECK, or the function library's FCALL where the
+server has no module), keyed by what the application's key function returns
+for it (by default the client's address: the TCP peer, as the server reports
+it), with RateLimit-Policy, RateLimit and Retry-After headers. When Redis
+cannot answer within the timeout, for whatever reason (refused, reset, timed
+out, any error reply), the policy answers instead: "open" admits (and logs
+it), "closed" refuses with 503, "local" decides in this process for at most
+``max_local_clients`` clients, exactly as Redis would have. Every request a
+policy decided is counted in ``limiter.failures``. Redis is tried again
+after a backoff that doubles up to a second, so the app returns to it by
+itself.
+
+    limiter = RateLimiter("redis://127.0.0.1:6379/", windows=[(60_000, 100), (1_000, 10)],
+                          routes={"/search": [(60_000, 10)], "/health": []},
+                          policy="local", refund_failed=True)
+    app.add_middleware(RateLimitMiddleware, limiter=limiter)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import time
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from ._protocol import Verdict, Window
+from .aio import AsyncSWL
+from .local import LocalLimiter
+
+log = logging.getLogger("redis_swl.asgi")
+
+POLICIES = ("open", "closed", "local")
+
+#: What a request counts against: a string, or an awaitable of one.
+KeyFunction = Callable[[Any], Union[str, Awaitable[str]]]
+
+
+def client_address(request: Any) -> str:
+    """The default key: the client's address as the server reports it (the
+    TCP peer; uvicorn replaces it with the forwarded address only for the
+    proxies it trusts, see --forwarded-allow-ips). Never a header the
+    client chose."""
+    return request.client.host if request.client else "unknown"
+
+
+def failed_response(status: int) -> bool:
+    """A response that, with ``refund_failed``, does not count: 4xx and 5xx."""
+    return status >= 400
+
+
+class RateLimiter:
+    """The limits, the connection to Redis, the failure policy and its count.
+
+    :param redis: a ``redis.asyncio`` client, or a URL to make one from
+        (with ``timeout`` for connecting and reading, and no retries).
+    :param windows: ``(window_ms, limit)`` pairs every request is held to.
+    :param routes: per-route limits: a path prefix to the windows of the
+        requests under it (the longest prefix wins; an empty list exempts
+        them). Each route keeps logs of its own.
+    :param key: names the client a request counts against, from a starlette
+        ``Request`` (headers, client, state, user; not the body).
+    :param refund_failed: give back the units of a request whose response
+        ``failed`` (4xx or 5xx by default), through SWL.REFUND.
+    """
+
+    def __init__(
+        self,
+        redis: Union[str, Any],
+        windows: Sequence[Window],
+        *,
+        cost: int = 1,
+        policy: str = "open",
+        timeout: float = 0.05,
+        max_local_clients: int = 10_000,
+        key_prefix: str = "rl:",
+        key: KeyFunction = client_address,
+        routes: Optional[Mapping[str, Sequence[Window]]] = None,
+        refund_failed: bool = False,
+        failed: Callable[[int], bool] = failed_response,
+        encoding: str = "zset",
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f'unknown policy "{policy}" (accepted: {", ".join(POLICIES)})')
+        if not windows:
+            raise ValueError("windows: at least one (window_ms, limit)")
+        self.windows = [tuple(w) for w in windows]
+        self.routes = {prefix: [tuple(w) for w in ws] for prefix, ws in (routes or {}).items()}
+        self.cost = cost
+        self.policy = policy
+        self.timeout = timeout
+        self.key_prefix = key_prefix
+        self.key = key
+        self.refund_failed = refund_failed
+        self.failed = failed
+        self.encoding = encoding
+        self.local = LocalLimiter(max_local_clients)
+        #: Requests the failure policy decided since start.
+        self.failures = 0
+        self._url = redis if isinstance(redis, str) else None
+        self._swl: Optional[AsyncSWL] = None if self._url else AsyncSWL(redis, encoding=encoding)
+        self._delay = 0.0
+        self._retry_at = 0.0
+
+    def limits_for(self, path: str) -> Tuple[str, List[Window]]:
+        """The route (its prefix, or "" for none) and the windows a path is
+        held to."""
+        matching = [prefix for prefix in self.routes if path.startswith(prefix)]
+        if not matching:
+            return "", self.windows
+        prefix = max(matching, key=len)
+        return prefix, self.routes[prefix]
+
+    def _client(self) -> AsyncSWL:
+        if self._swl is None:
+            client = aioredis.Redis.from_url(
+                self._url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
+                retry=Retry(NoBackoff(), 0))
+            self._swl = AsyncSWL(client, encoding=self.encoding)
+        return self._swl
+
+    async def _drop_client(self) -> None:
+        if self._url is None or self._swl is None:
+            return
+        swl, self._swl = self._swl, None
+        try:
+            await swl.client.aclose()
+        except Exception:  # noqa: BLE001 - a broken connection may fail to close
+            pass
+
+    async def _redis(self, call: Callable[[AsyncSWL], Awaitable[Verdict]]) -> Optional[Verdict]:
+        """A call's verdict, or None when Redis did not decide in time."""
+        if time.monotonic() < self._retry_at:
+            return None
+        try:
+            verdict = await asyncio.wait_for(call(self._client()), self.timeout)
+        except Exception as error:  # noqa: BLE001 - every failure goes to the policy
+            if not isinstance(error, aioredis.ResponseError):
+                await self._drop_client()
+            self._delay = min(1.0, self._delay * 2 or 0.05)
+            self._retry_at = time.monotonic() + self._delay
+            log.warning("rate limit: Redis unavailable (%r)", error)
+            return None
+        self._delay, self._retry_at = 0.0, 0.0
+        return verdict
+
+    async def decide(self, key: str, windows: Sequence[Window]) -> Tuple[Optional[Verdict], str]:
+        """(verdict, source): Redis's verdict, or the policy's when Redis did
+        not decide. The verdict is None under "open" and "closed"."""
+        (window_ms, limit), rest = windows[0], list(windows[1:])
+        verdict = await self._redis(
+            lambda swl: swl.check(key, window_ms, limit, cost=self.cost, windows=rest))
+        if verdict is not None:
+            return verdict, "redis"
+        self.failures += 1
+        if self.policy == "local":
+            return self.local.check(key, windows, now_ms(), self.cost), "local"
+        if self.policy == "open":
+            log.warning("rate limit: failing open for %s", key)
+        return None, self.policy
+
+    async def refund(self, key: str, windows: Sequence[Window], source: str) -> None:
+        """Gives a request's units back where they were recorded."""
+        if source == "local":
+            self.local.refund(key, windows, now_ms(), self.cost)
+            return
+        (window_ms, limit), rest = windows[0], list(windows[1:])
+        await self._redis(
+            lambda swl: swl.refund(key, window_ms, limit, cost=self.cost, windows=rest))
+
+
+class RateLimitMiddleware:
+    """The ASGI middleware: ``app.add_middleware(RateLimitMiddleware,
+    limiter=limiter)``. Every HTTP request through it is checked."""
+
+    def __init__(self, app: Any, limiter: RateLimiter) -> None:
+        self.app = app
+        self.limiter = limiter
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from starlette.requests import Request  # starlette comes with the ASGI app
+
+        limiter = self.limiter
+        route, windows = limiter.limits_for(scope.get("path", ""))
+        if not windows:
+            return await self.app(scope, receive, send)
+        client = limiter.key(Request(scope))
+        if inspect.isawaitable(client):
+            client = await client
+        key = limiter.key_prefix + (f"{route}:" if route else "") + client
+        verdict, source = await limiter.decide(key, windows)
+        if source == "open":
+            return await self.app(scope, receive, with_headers(send, [("ratelimit-source", "open")]))
+        if source == "closed":
+            return await respond(send, 503, [("retry-after", "1"), ("ratelimit-source", "closed")],
+                                 b"rate limiter unavailable\n")
+        assert verdict is not None
+        extra = rate_limit_headers(verdict) + [("ratelimit-source", source)]
+        if not verdict.allowed:
+            return await respond(send, 429, extra, b"too many requests\n")
+        status: List[int] = []
+        await self.app(scope, receive, with_headers(send, extra, status))
+        if limiter.refund_failed and status and limiter.failed(status[0]):
+            await limiter.refund(key, windows, source)
+
+
+def rate_limit_headers(verdict: Verdict) -> List[Tuple[str, str]]:
+    """The IETF draft's structured headers, all from the window the reply
+    names (the reset is capped at that window: it is given for the widest)."""
+
+    def seconds(ms: int) -> int:
+        return max(0, math.ceil(ms / 1000))
+
+    window = verdict.window_ms
+    name = f'"{window}ms"'
+    headers = [
+        ("ratelimit-policy", f"{name};q={verdict.limit};w={seconds(window)}"),
+        ("ratelimit", f"{name};r={verdict.remaining};t={seconds(min(verdict.reset_after_ms, window))}"),
+    ]
+    if not verdict.allowed and verdict.retry_after_ms >= 0:
+        headers.append(("retry-after", str(max(1, seconds(verdict.retry_after_ms)))))
+    return headers
+
+
+def with_headers(send, extra: List[Tuple[str, str]], status: Optional[List[int]] = None):
+    """``send`` adding ``extra`` headers to the response, and noting its
+    status in ``status``."""
+    encoded = [(name.encode(), value.encode()) for name, value in extra]
+
+    async def send_with_headers(message):
+        if message["type"] == "http.response.start":
+            if status is not None:
+                status.append(message["status"])
+            message = dict(message, headers=list(message.get("headers", [])) + encoded)
+        await send(message)
+
+    return send_with_headers
+
+
+async def respond(send, status: int, headers: List[Tuple[str, str]], body: bytes) -> None:
+    raw = [(n.encode(), v.encode()) for n, v in headers] + [
+        (b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
