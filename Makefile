@@ -6,7 +6,8 @@
 #            FastAPI, Express and axum middleware over real HTTP, and the
 #            Python package (clients/python) with limits, Flask-Limiter and
 #            slowapi
-# make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh)
+# make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
+#            then Python limits' moving window against swl+redis://
 # make lint  rustfmt and clippy, as CI checks them
 # run, test and bench install what is missing first (scripts/setup.sh).
 
@@ -46,6 +47,8 @@ test: build lint
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
+	bash scripts/setup-python.sh
+	SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 target/python/bin/python clients/python/bench/limits_bench.py
 
 # The axum middleware is a project of its own, with its own target directory.
 AXUM := --manifest-path examples/axum/Cargo.toml

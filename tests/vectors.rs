@@ -21,7 +21,11 @@ const CALLS: usize = 30;
 const WINDOW_MS: [u64; 4] = [100, 250, 1000, 5000];
 
 fn call(con: &mut redis::Connection, op: &str, key: &str, args: &[String]) -> Vec<i64> {
-    let command = if op == "check" { "SWL.CHECK" } else { "SWL.REFUND" };
+    let command = if op == "check" {
+        "SWL.CHECK"
+    } else {
+        "SWL.REFUND"
+    };
     redis::cmd(command)
         .arg(key)
         .arg(args)
@@ -42,10 +46,13 @@ fn vectors(con: &mut redis::Connection) -> String {
         let windows: Vec<(u64, u64)> = (0..1 + rng.below(3))
             .map(|_| (WINDOW_MS[rng.below(4) as usize], rng.below(8)))
             .collect();
-        let listed: Vec<String> = windows.iter().map(|(ms, l)| format!("[{ms}, {l}]")).collect();
-        let _ = write!(
+        let listed: Vec<String> = windows
+            .iter()
+            .map(|(ms, l)| format!("[{ms}, {l}]"))
+            .collect();
+        let _ = writeln!(
             text,
-            "    {{\"windows\": [{}], \"calls\": [\n",
+            "    {{\"windows\": [{}], \"calls\": [",
             listed.join(", ")
         );
         let key = format!("v{case}");
