@@ -57,6 +57,9 @@ def test_limits_on_the_cluster(start_cluster, module, encoding):
     client = cluster_client(cluster)
     for user in USERS:
         assert log_kind(client, f"LIMITS:{item.key_for(user)}") == encoding
+    # limits' own reset, on every node.
+    limiter.storage.reset()
+    assert [node.client().dbsize() for node in cluster.nodes] == [0, 0, 0]
 
 
 @pytest.mark.parametrize("module,encoding", MODES, ids=IDS)

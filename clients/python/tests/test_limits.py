@@ -15,7 +15,11 @@ import pytest
 from limits import parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
 from limits.storage import storage_from_string
-from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from limits.strategies import (
+    FixedWindowRateLimiter,
+    MovingWindowRateLimiter,
+    SlidingWindowCounterRateLimiter,
+)
 
 import redis_swl  # noqa: F401  (registers the schemes)
 from conftest import ENCODINGS, log_kind
@@ -137,6 +141,9 @@ def test_other_strategies_keep_working_on_the_same_storage(start_server):
     item = parse("2/hour")
     assert [fixed.hit(item, "carol") for _ in range(3)] == [True, True, False]
     assert fixed.get_window_stats(item, "carol").remaining == 0
+    counter = SlidingWindowCounterRateLimiter(storage)
+    assert [counter.hit(item, "erin") for _ in range(3)] == [True, True, False]
+    assert counter.get_window_stats(item, "erin").remaining == 0
     # limits' own fixed-window counter, which counts the denied hit too.
     assert server.client().get(f"LIMITS:{item.key_for('carol')}") == b"3"
 
