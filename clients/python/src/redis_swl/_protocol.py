@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 #: A window given as (window_ms, limit).
 Window = Tuple[int, int]
@@ -80,6 +80,72 @@ def request_args(
     if oldest:
         args.append("OLDEST")
     return args
+
+
+#: What a client's calls give: a Verdict, or an awaitable of one.
+R = TypeVar("R")
+
+
+class Commands(Generic[R]):
+    """check, peek and refund, written once for both clients: each builds
+    its arguments and hands them to ``_run``, which the sync client answers
+    with a :class:`Verdict` and the asyncio one with an awaitable of one."""
+
+    def check(
+        self,
+        key: str,
+        window_ms: int,
+        limit: int,
+        *,
+        cost: int = 1,
+        windows: Sequence[Window] = (),
+        penalize: bool = False,
+        now_ms: Optional[int] = None,
+    ) -> R:
+        """Checks a request of ``cost`` units against ``limit`` per
+        ``window_ms`` (and any further ``windows``) and records it if
+        admitted. ``now_ms`` defaults to the server's clock."""
+        args = request_args(
+            window_ms, limit, now_ms=now_ms, cost=cost, windows=windows, penalize=penalize
+        )
+        return self._run(CHECK, key, args)
+
+    def peek(
+        self,
+        key: str,
+        window_ms: int,
+        limit: int,
+        *,
+        cost: int = 1,
+        windows: Sequence[Window] = (),
+        oldest: bool = False,
+        now_ms: Optional[int] = None,
+    ) -> R:
+        """What :meth:`check` would reply now, changing nothing. With
+        ``oldest``, the verdict's ``oldest_after_ms`` is set too."""
+        args = request_args(
+            window_ms, limit, now_ms=now_ms, cost=cost, windows=windows, oldest=oldest
+        )
+        return self._run(PEEK, key, args)
+
+    def refund(
+        self,
+        key: str,
+        window_ms: int,
+        limit: int,
+        *,
+        cost: int = 1,
+        windows: Sequence[Window] = (),
+        now_ms: Optional[int] = None,
+    ) -> R:
+        """Gives back up to ``cost`` of the newest recorded units (a request
+        that should not count after all) and replies what :meth:`peek`
+        replies then."""
+        args = request_args(window_ms, limit, now_ms=now_ms, cost=cost, windows=windows)
+        return self._run(REFUND, key, args)
+
+    def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> R:
+        raise NotImplementedError
 
 
 def is_unknown_command(error: Exception) -> bool:

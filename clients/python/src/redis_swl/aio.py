@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Awaitable, List, Tuple, Union
 
 from redis.exceptions import RedisError, ResponseError
 
 from ._protocol import (
-    CHECK,
-    PEEK,
-    REFUND,
+    Commands,
     Verdict,
-    Window,
     is_library_present,
     is_missing_function,
     is_unknown_command,
     library_source,
-    request_args,
 )
 
 
-class AsyncSWL:
+class AsyncSWL(Commands[Awaitable[Verdict]]):
     """:class:`redis_swl.SWL` for asyncio: the same methods, awaited.
 
     :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
@@ -33,70 +29,27 @@ class AsyncSWL:
         self.encoding = encoding
         self.uses_library = False
 
-    async def check(
-        self,
-        key: str,
-        window_ms: int,
-        limit: int,
-        *,
-        cost: int = 1,
-        windows: Sequence[Window] = (),
-        penalize: bool = False,
-        now_ms: Optional[int] = None,
-    ) -> Verdict:
-        """See :meth:`redis_swl.SWL.check`."""
-        args = request_args(
-            window_ms, limit, now_ms=now_ms, cost=cost, windows=windows, penalize=penalize
-        )
-        return Verdict.from_reply(await self._call(CHECK, key, args))
+    def _run(
+        self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
+    ) -> Awaitable[Verdict]:
+        return self._call(names, key, args)
 
-    async def peek(
-        self,
-        key: str,
-        window_ms: int,
-        limit: int,
-        *,
-        cost: int = 1,
-        windows: Sequence[Window] = (),
-        oldest: bool = False,
-        now_ms: Optional[int] = None,
-    ) -> Verdict:
-        """See :meth:`redis_swl.SWL.peek`."""
-        args = request_args(
-            window_ms, limit, now_ms=now_ms, cost=cost, windows=windows, oldest=oldest
-        )
-        return Verdict.from_reply(await self._call(PEEK, key, args))
-
-    async def refund(
-        self,
-        key: str,
-        window_ms: int,
-        limit: int,
-        *,
-        cost: int = 1,
-        windows: Sequence[Window] = (),
-        now_ms: Optional[int] = None,
-    ) -> Verdict:
-        """See :meth:`redis_swl.SWL.refund`."""
-        args = request_args(window_ms, limit, now_ms=now_ms, cost=cost, windows=windows)
-        return Verdict.from_reply(await self._call(REFUND, key, args))
-
-    async def _call(self, names: Tuple[str, str], key: str, args: list) -> Any:
+    async def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
         if not self.uses_library:
             try:
-                return await self.client.execute_command(command, key, *args)
+                return Verdict.from_reply(await self.client.execute_command(command, key, *args))
             except RedisError as error:
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
         try:
-            return await self.client.execute_command("FCALL", function, 1, key, *args)
+            return Verdict.from_reply(await self.client.fcall(function, 1, key, *args))
         except ResponseError as error:
             if not is_missing_function(error):
                 raise
         await self.load_library()
-        return await self.client.execute_command("FCALL", function, 1, key, *args)
+        return Verdict.from_reply(await self.client.fcall(function, 1, key, *args))
 
     async def load_library(self) -> None:
         """See :meth:`redis_swl.SWL.load_library`."""
