@@ -349,12 +349,40 @@ fn encode_from(
     spare: usize,
     times: impl Iterator<Item = u64>,
 ) -> Vec<u8> {
-    let base = oldest;
-    let span = if len == 0 { 0 } else { newest - base + 1 };
+    let (width, slots) = shape(oldest, newest, len, spare);
+    let mut value = vec![0u8; HEADER_LEN + slots * width];
+    write_value(&mut value, oldest, width, times);
+    value
+}
+
+/// The slot width and the number of slots of a new value of `len` times
+/// from `oldest` to `newest`, with room for an eighth more (at least
+/// `spare`).
+fn shape(oldest: u64, newest: u64, len: usize, spare: usize) -> (usize, usize) {
+    let span = if len == 0 { 0 } else { newest - oldest + 1 };
     let width = if span <= u64::from(u32::MAX) { 4 } else { 8 };
     let wanted = len + (len / 8).max(spare).max(4);
-    let slots = slots_filling_allocation(wanted, width);
-    let mut value = vec![0u8; HEADER_LEN + slots * width];
+    (width, slots_filling_allocation(wanted, width))
+}
+
+/// The length of the new log `record` writes for `count` entries on no
+/// log (see `write_new_log`).
+pub fn new_log_len(time: u64, count: usize) -> usize {
+    let (width, slots) = shape(time, time, count, 0);
+    HEADER_LEN + slots * width
+}
+
+/// Writes into `value` (zeroed, `new_log_len` bytes) the new log of
+/// `count` entries at `time`: the bytes `record` on no log writes, built in
+/// place by the caller's storage rather than in a vector copied there.
+pub fn write_new_log(value: &mut [u8], time: u64, count: usize) {
+    let (width, _) = shape(time, time, count, 0);
+    write_value(value, time, width, std::iter::repeat_n(time, count));
+}
+
+/// Writes a value's header and its slots from `times` into `value`, which
+/// is zeroed (the free slots stay so).
+fn write_value(value: &mut [u8], base: u64, width: usize, times: impl Iterator<Item = u64>) {
     value[..4].copy_from_slice(&MAGIC);
     value[4] = VERSION;
     value[WIDTH_AT] = width as u8;
@@ -369,7 +397,6 @@ fn encode_from(
             slot.copy_from_slice(&(time - base + 1).to_le_bytes());
         }
     }
-    value
 }
 
 /// The number of slots, at least `wanted`, whose value fills the memory
@@ -617,6 +644,18 @@ mod tests {
             assert!(slots >= n + (n / 8).max(4), "{n}: {slots}");
             // No more than a size class (a quarter) above what is wanted.
             assert!(value.len() <= (HEADER_LEN + (n + (n / 8).max(4)) * 4) * 5 / 4 + 16);
+        }
+    }
+
+    #[test]
+    fn a_new_log_written_in_place_is_what_record_writes() {
+        for (time, count) in [(0, 1), (1_700_000_000_000, 3), (5, 100_000)] {
+            let Ok(Change::Replace(expected)) = record(None, time, count as u64) else {
+                panic!("record on no log writes a value");
+            };
+            let mut value = vec![0u8; new_log_len(time, count)];
+            write_new_log(&mut value, time, count);
+            assert_eq!(value, expected, "{time} {count}");
         }
     }
 

@@ -11,6 +11,7 @@ what carries over to other machines.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -34,6 +35,10 @@ LIMITS = [100, 10_000]
 DENIED = 1_000
 STATS = 1_000
 LARGEST = 100_000  # the module's cap on COST; limits allows any cost up to the limit
+# The costliest hit is timed on this many new keys of a running server:
+# the median, and the worst (the first large write after a FLUSHALL also
+# pays for memory the allocator gave back).
+LARGEST_RUNS = 5
 
 
 def server_usec(client, commands: Sequence[str]) -> float:
@@ -53,7 +58,7 @@ def main() -> None:
     server = RedisServer(True)
     client = server.client()
     rows: List[Tuple[str, int, float, float, float, float]] = []
-    largest: Dict[str, float] = {}
+    largest: Dict[str, Tuple[float, float]] = {}
     try:
         for name, scheme, encoding, commands in STORAGES:
             client.config_set("swl.encoding", encoding)
@@ -69,10 +74,13 @@ def main() -> None:
                 stats = measure(client, commands, STATS,
                                 lambda: limiter.get_window_stats(item, "u"))
                 rows.append((name, limit, admitted, denied, stats, per_request))
-            client.flushall()
             item = parse(f"{LARGEST}/hour")
-            largest[name] = measure(client, commands, 1,
-                                    lambda: limiter.hit(item, "big", cost=LARGEST)) / 1000
+            runs = []
+            client.flushall()
+            for run in range(LARGEST_RUNS):
+                hit = lambda: limiter.hit(item, f"big{run}", cost=LARGEST)  # noqa: E731
+                runs.append(measure(client, commands, 1, hit) / 1000)
+            largest[name] = (statistics.median(runs), max(runs))
     finally:
         server.stop()
 
@@ -83,8 +91,10 @@ def main() -> None:
     for name, limit, admitted, denied, stats, per_request in rows:
         print(f"{name:<16} {limit:>7} {admitted:>13.2f} {denied:>11.2f} {stats:>13.2f} "
               f"{per_request:>14.1f}")
-    print(f"costliest single hit (cost {LARGEST:,} on a limit of {LARGEST:,}): " + ", ".join(
-        f"{name} {ms:.2f} ms" for name, ms in largest.items()))
+    print(f"costliest single hit (cost {LARGEST:,} on a limit of {LARGEST:,}; median and worst "
+          f"of {LARGEST_RUNS} new keys): " + ", ".join(
+              f"{name} {median:.2f} ms (worst {worst:.2f})"
+              for name, (median, worst) in largest.items()))
 
     def ratio(storage: str, column: int, limit: int) -> float:
         mine = next(r for r in rows if r[0] == storage and r[1] == limit)
@@ -99,7 +109,8 @@ def main() -> None:
         print(f"limits / {storage} (target >= {target}x less): " + ", ".join(parts))
     print(f"memory at 10000, limits / swl compact: {ratio('swl compact', 5, 10_000):.1f}x "
           f"(target >= 4x); limits / swl sorted set: {ratio('swl sorted set', 5, 10_000):.2f}x")
-    print(f"costliest compact hit: {largest['swl compact']:.2f} ms (target <= 1 ms)")
+    median, worst = largest["swl compact"]
+    print(f"costliest compact hit: {median:.2f} ms, worst {worst:.2f} ms (target <= 1 ms)")
 
 
 if __name__ == "__main__":
