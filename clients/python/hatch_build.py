@@ -14,10 +14,12 @@ class CopyFunctionLibrary(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version, build_data):
-        root = Path(self.root)
-        source = root.parent.parent / "scripts" / "swl.lua"
+        root = Path(self.root).resolve()
+        repository = root.parent.parent
+        source = repository / "scripts" / "swl.lua"
         target = root / LIBRARY
-        if source.is_file():
+        # In the repository (clients/python of it), not an unpacked sdist.
+        if (repository / "clients" / "python").resolve() == root and source.is_file():
             target.write_bytes(source.read_bytes())
         elif not target.is_file():
             raise RuntimeError(f"no function library: neither {source} nor {target}")

@@ -6,6 +6,8 @@ back (SWL.REFUND) with refund_failed."""
 from __future__ import annotations
 
 import itertools
+import urllib.error
+import urllib.request
 
 import pytest
 from fastapi import FastAPI
@@ -45,6 +47,14 @@ def make_app(limiter: RateLimiter) -> FastAPI:
     def fail():
         return PlainTextResponse("failed\n", status_code=500)
 
+    @app.get("/boom", response_class=PlainTextResponse)
+    def boom():
+        raise RuntimeError("the app failed")
+
+    @app.get("/searchable", response_class=PlainTextResponse)
+    def searchable():
+        return "not the search route\n"
+
     return app
 
 
@@ -57,8 +67,10 @@ def test_routes_headers_and_refunds(start_server, module, encoding):
     base, stop = serve_asgi(make_app(limiter))
     client = server.client()
     try:
-        # Failed responses are given back: never a 429, the log empty.
+        # Failed responses are given back, as are requests the app raised
+        # on: never a 429, the log empty.
         assert statuses(f"{base}/fail", 5) == [500] * 5
+        assert statuses(f"{base}/boom", 4) == [500] * 4
         assert client.exists("rl:127.0.0.1") == 0
         status, headers = get(f"{base}/")
         assert status == 200
@@ -68,8 +80,10 @@ def test_routes_headers_and_refunds(start_server, module, encoding):
         assert statuses(f"{base}/", 3) == [200, 200, 429]
         status, headers = get(f"{base}/")
         assert (status, headers["retry-after"]) == (429, "60")
-        # A route of its own: its own log and limit.
+        # A route of its own: its own log and limit; a path that merely
+        # starts with its name is not under it.
         assert statuses(f"{base}/search", 2) == [200, 429]
+        assert get(f"{base}/searchable")[0] == 429
         assert log_kind(client, "rl:/search:127.0.0.1") == encoding
         assert log_kind(client, "rl:127.0.0.1") == encoding
         assert len(entries(client, module, "rl:/search:127.0.0.1")) == 1
@@ -83,11 +97,42 @@ def test_routes_headers_and_refunds(start_server, module, encoding):
         stop()
 
 
-def test_an_unknown_policy_and_no_windows_are_refused():
+def test_settings_the_commands_would_refuse_are_refused_at_once():
+    url = "redis://127.0.0.1:1"
     with pytest.raises(ValueError, match='unknown policy "sometimes"'):
-        RateLimiter("redis://127.0.0.1:1", windows=[(1000, 1)], policy="sometimes")
+        RateLimiter(url, windows=[(1000, 1)], policy="sometimes")
     with pytest.raises(ValueError, match="at least one"):
-        RateLimiter("redis://127.0.0.1:1", windows=[])
+        RateLimiter(url, windows=[])
+    with pytest.raises(ValueError, match="cost must be an integer from 1 to 100000"):
+        RateLimiter(url, windows=[(1000, 1)], cost=0)
+    with pytest.raises(ValueError, match=r"windows: \(window_ms >= 1"):
+        RateLimiter(url, windows=[(0, 1)])
+    with pytest.raises(ValueError, match=r"routes\['/a'\]"):
+        RateLimiter(url, windows=[(1000, 1)], routes={"/a": [(1000, 1.5)]})
+
+
+def test_a_key_redis_refuses_is_the_policys_and_the_others_stay_on_redis(start_server):
+    server = start_server(True)
+    server.client().set("rl:mallory", "not a log")
+    # Keyed by a header for this test only: never trust one in an app.
+    limiter = RateLimiter(server.url, windows=[(60_000, 5)], policy="closed", timeout=2.0,
+                          key=lambda request: request.headers["x-user"])
+    base, stop = serve_asgi(make_app(limiter))
+
+    def as_user(user):
+        request = urllib.request.Request(f"{base}/", headers={"x-user": user})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.headers["ratelimit-source"]
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers["ratelimit-source"]
+
+    try:
+        assert as_user("mallory") == (503, "closed")
+        assert [as_user("alice") for _ in range(2)] == [(200, "redis")] * 2
+        assert limiter.failures == 1
+    finally:
+        stop()
 
 
 def test_the_local_policy_refunds_in_process(start_server):

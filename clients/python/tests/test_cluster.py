@@ -8,6 +8,7 @@ import asyncio
 import itertools
 
 import pytest
+import redis.asyncio.cluster
 import redis.cluster
 from limits import parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindow
@@ -81,3 +82,26 @@ def test_asyncio_limits_on_the_cluster(start_cluster, module, encoding):
     client = cluster_client(cluster)
     for user in USERS:
         assert log_kind(client, f"LIMITS:{item.key_for(user)}") == encoding
+
+
+@pytest.mark.parametrize("asyncio_client", [False, True], ids=["sync", "asyncio"])
+def test_the_library_is_loaded_where_a_primary_lacks_it(start_cluster, asyncio_client):
+    # One primary has the library already (as one has after a shard is
+    # added to a cluster): the client loads it on the others.
+    cluster = start_cluster(False)
+    cluster.nodes[0].client().function_load(redis_swl.library_source())
+    if asyncio_client:
+        async def run():
+            client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1",
+                                                        port=cluster.nodes[0].port)
+            limiter = redis_swl.AsyncSWL(client)
+            verdicts = [await limiter.check(f"rl:{user}", 1000, 2, now_ms=1000) for user in USERS]
+            await client.aclose()
+            return verdicts
+        verdicts = asyncio.run(run())
+    else:
+        limiter = SWL(cluster_client(cluster))
+        verdicts = [limiter.check(f"rl:{user}", 1000, 2, now_ms=1000) for user in USERS]
+    assert verdicts == [Verdict(True, 2, 1, -1, 1000, 1000)] * len(USERS)
+    for node in cluster.nodes:
+        assert len(node.client().function_list()) == 1

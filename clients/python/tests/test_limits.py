@@ -59,8 +59,10 @@ class Model:
 
 
 # (operation, cost) on one item of 5 per hour: nothing leaves the window
-# while the test runs, so the model needs no clock of its own.
-STEPS = [("hit", 1), ("stats", 0), ("hit", 2), ("test", 2), ("test", 3), ("hit", 3),
+# while the test runs, so the model needs no clock of its own. The wait
+# sets the oldest entry well apart from the newer ones, so that a window
+# started at any other entry than the oldest shows in the reset.
+STEPS = [("hit", 1), ("wait", 0), ("stats", 0), ("hit", 2), ("test", 2), ("test", 3), ("hit", 3),
          ("stats", 0), ("hit", 2), ("hit", 1), ("hit", 6), ("stats", 0), ("clear", 0),
          ("test", 5), ("stats", 0), ("hit", 5), ("test", 1), ("stats", 0)]
 
@@ -91,6 +93,8 @@ async def drive(limiter, item, user: str) -> None:
         elif operation == "clear":
             await settled(limiter.clear(item, user))
             model.times = []
+        elif operation == "wait":
+            await asyncio.sleep(4 * SLACK)
         else:
             stats = await settled(limiter.get_window_stats(item, user))
             assert stats.remaining == model.remaining(), context
@@ -152,6 +156,9 @@ def test_a_hit_above_the_limit_fits_nothing_and_above_the_cap_is_refused(start_s
     server = start_server(True)
     limiter = MovingWindowRateLimiter(storage_from_string(f"swl+redis://127.0.0.1:{server.port}"))
     assert not limiter.hit(parse("3/hour"), "dave", cost=4)
+    # A hit of nothing fits and records nothing, as in limits' own.
+    assert limiter.hit(parse("3/hour"), "dave", cost=0)
+    assert server.client().keys("LIMITS:*") == []
     with pytest.raises(ValueError, match="at most 100000 units"):
         limiter.hit(parse("1000000/hour"), "dave", cost=100_001)
     assert limiter.hit(parse("1000000/hour"), "dave", cost=100_000)

@@ -53,8 +53,14 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
 
     async def load_library(self) -> None:
         """See :meth:`redis_swl.SWL.load_library`."""
-        try:
-            await self.client.function_load(library_source(self.encoding))
-        except ResponseError as error:
-            if not is_library_present(error):
-                raise
+        source = library_source(self.encoding)
+        primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
+        for node in primaries:
+            try:
+                if node is None:
+                    await self.client.execute_command("FUNCTION", "LOAD", source)
+                else:
+                    await self.client.execute_command("FUNCTION", "LOAD", source, target_nodes=node)
+            except ResponseError as error:
+                if not is_library_present(error):
+                    raise

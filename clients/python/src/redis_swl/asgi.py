@@ -91,8 +91,11 @@ class RateLimiter:
             raise ValueError(f'unknown policy "{policy}" (accepted: {", ".join(POLICIES)})')
         if not windows:
             raise ValueError("windows: at least one (window_ms, limit)")
-        self.windows = [tuple(w) for w in windows]
-        self.routes = {prefix: [tuple(w) for w in ws] for prefix, ws in (routes or {}).items()}
+        if not isinstance(cost, int) or not 1 <= cost <= 100_000:
+            raise ValueError(f"cost must be an integer from 1 to 100000, not {cost!r}")
+        self.windows = _checked(windows, "windows")
+        self.routes = {prefix: _checked(ws, f"routes[{prefix!r}]") if ws else []
+                       for prefix, ws in (routes or {}).items()}
         self.cost = cost
         self.policy = policy
         self.timeout = timeout
@@ -110,9 +113,11 @@ class RateLimiter:
         self._retry_at = 0.0
 
     def limits_for(self, path: str) -> Tuple[str, List[Window]]:
-        """The route (its prefix, or "" for none) and the windows a path is
-        held to."""
-        matching = [prefix for prefix in self.routes if path.startswith(prefix)]
+        """The route (its prefix, or "" for none) and the windows a path
+        within the app is held to. A prefix covers itself and the paths
+        below it: "/search" covers "/search/x", not "/searchable"."""
+        matching = [prefix for prefix in self.routes
+                    if path == prefix or path.startswith(prefix.rstrip("/") + "/")]
         if not matching:
             return "", self.windows
         prefix = max(matching, key=len)
@@ -130,8 +135,9 @@ class RateLimiter:
         if self._url is None or self._swl is None:
             return
         swl, self._swl = self._swl, None
+        close = getattr(swl.client, "aclose", None) or swl.client.close  # redis-py < 5.0.1
         try:
-            await swl.client.aclose()
+            await close()
         except Exception:  # noqa: BLE001 - a broken connection may fail to close
             pass
 
@@ -141,11 +147,17 @@ class RateLimiter:
             return None
         try:
             verdict = await asyncio.wait_for(call(self._client()), self.timeout)
-        except Exception as error:  # noqa: BLE001 - every failure goes to the policy
-            if not isinstance(error, aioredis.ResponseError):
+        except aioredis.ResponseError as error:
+            # An error reply about this call (a key of another type): the
+            # policy decides it, and Redis stays in use for the others.
+            log.warning("rate limit: Redis refused the call (%s)", error)
+            return None
+        except Exception as error:  # noqa: BLE001 - unreachable, in any way: the policy
+            # Requests failing together back off once, not once each.
+            if time.monotonic() >= self._retry_at:
                 await self._drop_client()
-            self._delay = min(1.0, self._delay * 2 or 0.05)
-            self._retry_at = time.monotonic() + self._delay
+                self._delay = min(1.0, self._delay * 2 or 0.05)
+                self._retry_at = time.monotonic() + self._delay
             log.warning("rate limit: Redis unavailable (%r)", error)
             return None
         self._delay, self._retry_at = 0.0, 0.0
@@ -190,7 +202,11 @@ class RateLimitMiddleware:
         from starlette.requests import Request  # starlette comes with the ASGI app
 
         limiter = self.limiter
-        route, windows = limiter.limits_for(scope.get("path", ""))
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]  # the path within the app, as routes name it
+        route, windows = limiter.limits_for(path)
         if not windows:
             return await self.app(scope, receive, send)
         client = limiter.key(Request(scope))
@@ -208,9 +224,27 @@ class RateLimitMiddleware:
         if not verdict.allowed:
             return await respond(send, 429, extra, b"too many requests\n")
         status: List[int] = []
-        await self.app(scope, receive, with_headers(send, extra, status))
+        try:
+            await self.app(scope, receive, with_headers(send, extra, status))
+        except Exception:
+            # The app raised: the server answers 500, a failed response.
+            if limiter.refund_failed and limiter.failed(500):
+                await limiter.refund(key, windows, source)
+            raise
         if limiter.refund_failed and status and limiter.failed(status[0]):
             await limiter.refund(key, windows, source)
+
+
+def _checked(windows: Sequence[Window], what: str) -> List[Window]:
+    """Windows as (window_ms, limit) of integers the commands accept."""
+    checked = []
+    for window in windows:
+        window_ms, limit = window
+        if not (isinstance(window_ms, int) and isinstance(limit, int)
+                and 1 <= window_ms and 0 <= limit):
+            raise ValueError(f"{what}: (window_ms >= 1, limit >= 0) as integers, not {window!r}")
+        checked.append((window_ms, limit))
+    return checked
 
 
 def rate_limit_headers(verdict: Verdict) -> List[Tuple[str, str]]:

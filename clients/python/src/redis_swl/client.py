@@ -61,10 +61,17 @@ class SWL(Commands[Verdict]):
         return Verdict.from_reply(self.client.fcall(function, 1, key, *args))
 
     def load_library(self) -> None:
-        """Loads the function library (on every primary of a cluster),
-        unless it is there already."""
-        try:
-            self.client.function_load(library_source(self.encoding))
-        except ResponseError as error:
-            if not is_library_present(error):
-                raise
+        """Loads the function library where it is missing: on the server,
+        or on each primary of a cluster (one that has it, such as all but a
+        shard just added, is left as it is)."""
+        source = library_source(self.encoding)
+        primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
+        for node in primaries:
+            try:
+                if node is None:
+                    self.client.execute_command("FUNCTION", "LOAD", source)
+                else:
+                    self.client.execute_command("FUNCTION", "LOAD", source, target_nodes=node)
+            except ResponseError as error:
+                if not is_library_present(error):
+                    raise

@@ -43,9 +43,10 @@ MAX_COST = 100_000
 
 
 def _cost_fits(limit: int, amount: int) -> bool:
-    """Whether a hit of ``amount`` can be asked at all: as in ``limits``, one
-    above the limit never fits; one above the module's cap on COST is
-    refused loudly rather than counted as a denial."""
+    """Whether a hit of ``amount`` is for Redis to decide: as in ``limits``,
+    one above the limit never fits (and one of nothing always does, see
+    the callers); one above the module's cap on COST is refused loudly
+    rather than counted as a denial."""
     if amount > limit:
         return False
     if amount > MAX_COST:
@@ -81,6 +82,8 @@ class _SWLMovingWindow:
     prefixed_key: Any  # limits' RedisStorage.prefixed_key
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if amount <= 0:
+            return True  # records nothing, as limits' own does
         if not _cost_fits(limit, amount):
             return False
         return self.swl.check(self.prefixed_key(key), expiry * 1000, limit, cost=amount).allowed
@@ -121,6 +124,8 @@ class _AsyncSWLMovingWindow:
     bridge: Any
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if amount <= 0:
+            return True
         if not _cost_fits(limit, amount):
             return False
         key = self.bridge.prefixed_key(key)
