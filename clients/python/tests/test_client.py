@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio
 
 from conftest import ENCODINGS, log_kind
+import redis_swl
 from redis_swl import SWL, AsyncSWL, Verdict
 
 MODES = list(itertools.product([True, False], ENCODINGS))
@@ -102,3 +103,17 @@ def test_retry_after_seconds_rounds_up():
     assert Verdict(False, 3, 0, 700, 900, 1000).retry_after_seconds == 1
     assert Verdict(False, 3, 0, 2000, 900, 1000).retry_after_seconds == 2
     assert Verdict(True, 3, 2, -1, 1000, 1000).retry_after_seconds is None
+
+
+def test_a_library_from_before_oldest_is_named_and_can_be_replaced(start_server):
+    server = start_server(False)
+    client = server.client()
+    # The library as 0.2.0 had it: no OLDEST.
+    older = redis_swl.library_source().replace("option == 'OLDEST'", "option == 'NOT-YET'")
+    client.function_load(older)
+    limiter = SWL(client)
+    assert limiter.check("k", 1000, 3, now_ms=1000).allowed
+    with pytest.raises(redis.ResponseError, match=r"predates SWL.PEEK OLDEST .*load_library\(replace=True\)"):
+        limiter.peek("k", 1000, 3, now_ms=1000, oldest=True)
+    limiter.load_library(replace=True)
+    assert limiter.peek("k", 1000, 3, now_ms=1000, oldest=True) == Verdict(True, 3, 1, -1, 1000, 1000, 1000)

@@ -160,6 +160,21 @@ def is_missing_function(error: Exception) -> bool:
     return "function not found" in str(error).lower()
 
 
+def explained(error: Exception, args: Sequence[Any], uses_library: bool) -> Exception:
+    """``error``, said plainly where the server is older than the call: a
+    module or library from before 0.3.0 refuses OLDEST as a syntax error."""
+    if "OLDEST" in args and "syntax error" in str(error).lower():
+        if uses_library:
+            where = "function library"
+            fix = "replace it: load_library(replace=True)"
+        else:
+            where, fix = "module", "load redis-swl 0.3.0 or later"
+        return type(error)(
+            f"{error}: the redis-swl {where} on the server predates SWL.PEEK OLDEST "
+            f"(0.3.0), which limits' test and get_window_stats need; {fix}")
+    return error
+
+
 def is_library_present(error: Exception) -> bool:
     """FUNCTION LOAD found the library already loaded (by another client)."""
     return "already exists" in str(error).lower()

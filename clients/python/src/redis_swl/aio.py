@@ -9,6 +9,7 @@ from redis.exceptions import RedisError, ResponseError
 from ._protocol import (
     Commands,
     Verdict,
+    explained,
     is_library_present,
     is_missing_function,
     is_unknown_command,
@@ -32,7 +33,18 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     def _run(
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
     ) -> Awaitable[Verdict]:
-        return self._call(names, key, args)
+        return self._explained(names, key, args)
+
+    async def _explained(
+        self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
+    ) -> Verdict:
+        try:
+            return await self._call(names, key, args)
+        except ResponseError as error:
+            plain = explained(error, args, self.uses_library)
+            if plain is error:
+                raise
+            raise plain from error
 
     async def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
@@ -51,16 +63,17 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
         await self.load_library()
         return Verdict.from_reply(await self.client.fcall(function, 1, key, *args))
 
-    async def load_library(self) -> None:
+    async def load_library(self, replace: bool = False) -> None:
         """See :meth:`redis_swl.SWL.load_library`."""
         source = library_source(self.encoding)
+        load = ["FUNCTION", "LOAD", "REPLACE", source] if replace else ["FUNCTION", "LOAD", source]
         primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
         for node in primaries:
             try:
                 if node is None:
-                    await self.client.execute_command("FUNCTION", "LOAD", source)
+                    await self.client.execute_command(*load)
                 else:
-                    await self.client.execute_command("FUNCTION", "LOAD", source, target_nodes=node)
+                    await self.client.execute_command(*load, target_nodes=node)
             except ResponseError as error:
                 if not is_library_present(error):
                     raise

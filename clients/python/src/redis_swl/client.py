@@ -9,6 +9,7 @@ from redis.exceptions import RedisError, ResponseError
 from ._protocol import (
     Commands,
     Verdict,
+    explained,
     is_library_present,
     is_missing_function,
     is_unknown_command,
@@ -44,6 +45,15 @@ class SWL(Commands[Verdict]):
         self.uses_library = False
 
     def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
+        try:
+            return self._call(names, key, args)
+        except ResponseError as error:
+            plain = explained(error, args, self.uses_library)
+            if plain is error:
+                raise
+            raise plain from error
+
+    def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
         if not self.uses_library:
             try:
@@ -60,18 +70,20 @@ class SWL(Commands[Verdict]):
         self.load_library()
         return Verdict.from_reply(self.client.fcall(function, 1, key, *args))
 
-    def load_library(self) -> None:
+    def load_library(self, replace: bool = False) -> None:
         """Loads the function library where it is missing: on the server,
         or on each primary of a cluster (one that has it, such as all but a
-        shard just added, is left as it is)."""
+        shard just added, is left as it is, unless ``replace``: a library
+        from an older redis-swl is replaced so)."""
         source = library_source(self.encoding)
+        load = ["FUNCTION", "LOAD", "REPLACE", source] if replace else ["FUNCTION", "LOAD", source]
         primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
         for node in primaries:
             try:
                 if node is None:
-                    self.client.execute_command("FUNCTION", "LOAD", source)
+                    self.client.execute_command(*load)
                 else:
-                    self.client.execute_command("FUNCTION", "LOAD", source, target_nodes=node)
+                    self.client.execute_command(*load, target_nodes=node)
             except ResponseError as error:
                 if not is_library_present(error):
                     raise
