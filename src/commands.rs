@@ -9,7 +9,7 @@ use crate::redis::key::Access;
 use crate::redis::{open_log, reply, server_time_ms, LogKey, StoredLog};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
-use crate::window::{self, expiry_after, Verdict};
+use crate::window::{self, expiry_after, ScoreLog, Verdict};
 
 /// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
 ///
@@ -101,30 +101,26 @@ pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Peek, &args)?;
         let now = moment(&request, server_time_ms());
-        let (windows, cost) = (&request.windows, request.cost);
-        let key = open_log(ctx, &args[1], Access::Read)?;
-        Ok(match (&key, request.oldest) {
-            (LogKey::Zset(key), false) => (window::peek(key, windows, now, cost), None),
-            (LogKey::Compact(key), false) => (window::peek(key, windows, now, cost), None),
-            (LogKey::Zset(key), true) => {
-                with_oldest(window::peek_with_oldest(key, windows, now, cost))
-            }
-            (LogKey::Compact(key), true) => {
-                with_oldest(window::peek_with_oldest(key, windows, now, cost))
-            }
+        Ok(match open_log(ctx, &args[1], Access::Read)? {
+            LogKey::Zset(key) => peek_log(&key, &request, now),
+            LogKey::Compact(key) => peek_log(&key, &request, now),
         })
     });
     if outcome.is_ok() {
         stats::count_peek();
     }
-    match outcome {
-        Ok((verdict, oldest)) => respond_with(ctx, Ok(verdict), oldest),
-        Err(error) => respond(ctx, Err(error)),
-    }
+    respond_with(ctx, outcome)
 }
 
-fn with_oldest((verdict, oldest_after_ms): (Verdict, i64)) -> (Verdict, Option<i64>) {
-    (verdict, Some(oldest_after_ms))
+/// The verdict, and with OLDEST when the oldest entry in its window leaves.
+fn peek_log(log: &impl ScoreLog, request: &Request, now: u64) -> (Verdict, Option<i64>) {
+    let (windows, cost) = (&request.windows, request.cost);
+    if request.oldest {
+        let (verdict, oldest_after_ms) = window::peek_with_oldest(log, windows, now, cost);
+        (verdict, Some(oldest_after_ms))
+    } else {
+        (window::peek(log, windows, now, cost), None)
+    }
 }
 
 /// SWL.ENTRIES key
@@ -168,34 +164,23 @@ fn guarded<T>(body: impl FnOnce() -> Result<T, SwlError>) -> Result<T, SwlError>
 }
 
 fn respond(ctx: &Context, outcome: Result<Verdict, SwlError>) -> RedisResult {
-    respond_with(ctx, outcome, None)
+    respond_with(ctx, outcome.map(|verdict| (verdict, None)))
 }
 
-/// The six integers of a verdict, and `extra` after them where given.
-fn respond_with(
-    ctx: &Context,
-    outcome: Result<Verdict, SwlError>,
-    extra: Option<i64>,
-) -> RedisResult {
+/// The six integers of a verdict, and a seventh after them where given.
+fn respond_with(ctx: &Context, outcome: Result<(Verdict, Option<i64>), SwlError>) -> RedisResult {
     match outcome {
-        Ok(verdict) => {
-            let six = [
+        Ok((verdict, extra)) => {
+            let values = [
                 i64::from(verdict.allowed),
                 verdict.limit as i64,
                 verdict.remaining as i64,
                 verdict.retry_after_ms,
                 verdict.reset_after_ms,
                 verdict.window_ms as i64,
+                extra.unwrap_or(0),
             ];
-            match extra {
-                Some(value) => {
-                    let mut seven = [0; 7];
-                    seven[..6].copy_from_slice(&six);
-                    seven[6] = value;
-                    reply::integers(ctx, &seven);
-                }
-                None => reply::integers(ctx, &six),
-            }
+            reply::integers(ctx, &values[..if extra.is_some() { 7 } else { 6 }]);
             Ok(RedisValue::NoReply)
         }
         Err(error) => {

@@ -7,7 +7,7 @@
 mod support;
 
 use redis::Connection;
-use support::{compact_slots, error_text, load_library, Encoding, Rng, Server};
+use support::{compact_slots, error_text, load_library, swl_command, Encoding, Rng, Server};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const T: u64 = 1_800_000_000_000;
@@ -21,16 +21,6 @@ enum Via {
 
 const VIAS: [Via; 2] = [Via::Module, Via::Library];
 
-fn command(via: Via, name: &str) -> redis::Cmd {
-    match via {
-        Via::Module => redis::cmd(&format!("SWL.{}", name.to_uppercase())),
-        Via::Library => redis::cmd("FCALL")
-            .arg(format!("swl_{name}"))
-            .arg(1)
-            .clone(),
-    }
-}
-
 fn call(
     con: &mut Connection,
     via: Via,
@@ -38,8 +28,7 @@ fn call(
     key: &str,
     args: &[String],
 ) -> Result<Vec<i64>, String> {
-    command(via, name)
-        .arg(key)
+    swl_command(matches!(via, Via::Library), name, key)
         .arg(args)
         .query(con)
         .map_err(|e| error_text(&e))

@@ -8,7 +8,7 @@ mod support;
 use redis::{Connection, RedisResult, Value};
 use support::{
     contents, error_text, expire_time, for_each_encoding, load_library, scores, server_ms,
-    snapshot, Config, Contents, Encoding, Rng, Server, NEVER_MS,
+    snapshot, swl_command, Config, Contents, Encoding, Rng, Server, NEVER_MS,
 };
 
 /// The calls that take a request's arguments.
@@ -32,15 +32,8 @@ impl Op {
 /// SWL.CHECK, SWL.PEEK or SWL.REFUND on the module; FCALL swl_check,
 /// swl_peek or swl_refund on the library.
 fn command(module: bool, op: Op, key: &str, args: &[String]) -> redis::Cmd {
-    let mut cmd = if module {
-        redis::cmd(&format!("SWL.{}", op.name().to_uppercase()))
-    } else {
-        redis::cmd("FCALL")
-            .arg(format!("swl_{}", op.name()))
-            .arg(1)
-            .clone()
-    };
-    cmd.arg(key).arg(args);
+    let mut cmd = swl_command(!module, op.name(), key);
+    cmd.arg(args);
     cmd
 }
 
@@ -62,12 +55,7 @@ fn to_strings(args: &[&str]) -> Vec<String> {
 
 /// SWL.ENTRIES or FCALL swl_entries, as the server replied.
 fn entries_reply(con: &mut Connection, module: bool, key: &str) -> Result<Value, String> {
-    let mut cmd = if module {
-        redis::cmd("SWL.ENTRIES")
-    } else {
-        redis::cmd("FCALL").arg("swl_entries").arg(1).clone()
-    };
-    let reply: RedisResult<Value> = cmd.arg(key).query(con);
+    let reply: RedisResult<Value> = swl_command(!module, "entries", key).query(con);
     reply.map_err(|e| error_text(&e))
 }
 

@@ -6,7 +6,7 @@ mod support;
 use redis::Connection;
 use support::{
     check, contents, error_text, expire_time, for_each_encoding, load_library, start_replica,
-    wait_for_replicas, Config, Contents, Rng, Server,
+    swl_command, wait_for_replicas, Config, Contents, Rng, Server,
 };
 
 fn peek(con: &mut Connection, key: &str, args: &[String]) -> [i64; 5] {
@@ -104,15 +104,9 @@ fn peek_does_not_trim_entries_outside_the_window() {
 
 /// SWL.PEEK with OLDEST, through the module or (`library`) FCALL swl_peek.
 fn peek_oldest(con: &mut Connection, library: bool, key: &str, args: &[&str]) -> Vec<i64> {
-    let mut command = if library {
-        let mut fcall = redis::cmd("FCALL");
-        fcall.arg("swl_peek").arg(1);
-        fcall
-    } else {
-        redis::cmd("SWL.PEEK")
-    };
-    command.arg(key).arg(args).arg("OLDEST");
-    command
+    swl_command(library, "peek", key)
+        .arg(args)
+        .arg("OLDEST")
         .query(con)
         .unwrap_or_else(|e| panic!("peek {key} {args:?} OLDEST: {e}"))
 }

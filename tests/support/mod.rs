@@ -13,6 +13,21 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisError, Value};
 
+/// SWL.<NAME> on `key` through the module, or through the function
+/// library (`library`) FCALL swl_<name> 1 on it: `name` is check, peek,
+/// refund or entries.
+pub fn swl_command(library: bool, name: &str, key: &str) -> redis::Cmd {
+    let mut cmd = if library {
+        let mut fcall = redis::cmd("FCALL");
+        fcall.arg(format!("swl_{name}")).arg(1);
+        fcall
+    } else {
+        redis::cmd(&format!("SWL.{}", name.to_uppercase()))
+    };
+    cmd.arg(key);
+    cmd
+}
+
 /// The largest integer an argument takes (2^53-1).
 pub const MAX_MS: u64 = (1 << 53) - 1;
 /// The wait reported for an entry that never leaves its window (2^54).
