@@ -4,9 +4,10 @@ and the function library's source."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 #: A window given as (window_ms, limit).
 Window = Tuple[int, int]
@@ -89,7 +90,26 @@ R = TypeVar("R")
 class Commands(Generic[R]):
     """check, peek and refund, written once for both clients: each builds
     its arguments and hands them to ``_run``, which the sync client answers
-    with a :class:`Verdict` and the asyncio one with an awaitable of one."""
+    with a :class:`Verdict` and the asyncio one with an awaitable of one.
+    (The clients' docstrings describe the arguments.)"""
+
+    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+        library_source(encoding)  # refuses an unknown encoding now
+        self.client = client
+        self.encoding = encoding
+        #: True once the server answered that it has no module.
+        self.uses_library = False
+
+    def _library_loads(self, replace: bool) -> List[Tuple[List[str], Dict[str, Any]]]:
+        """The FUNCTION LOAD commands that put the library where it is
+        missing: one for a server, one for each primary of a cluster (which
+        a load sent to all of them at once would stop at the first that
+        has it)."""
+        command = ["FUNCTION", "LOAD"] + (["REPLACE"] if replace else [])
+        command.append(library_source(self.encoding))
+        if not hasattr(self.client, "get_primaries"):
+            return [(command, {})]
+        return [(command, {"target_nodes": node}) for node in self.client.get_primaries()]
 
     def check(
         self,
@@ -180,6 +200,7 @@ def is_library_present(error: Exception) -> bool:
     return "already exists" in str(error).lower()
 
 
+@functools.lru_cache(maxsize=None)
 def library_source(encoding: str = "zset") -> str:
     """The function library shipped in this package (the repository's
     scripts/swl.lua), creating new logs in ``encoding``: ``"zset"`` (a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, List, Tuple, Union
+from typing import Awaitable, List, Tuple, Union
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -13,7 +13,6 @@ from ._protocol import (
     is_library_present,
     is_missing_function,
     is_unknown_command,
-    library_source,
 )
 
 
@@ -23,12 +22,6 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new logs.
     """
-
-    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
-        library_source(encoding)
-        self.client = client
-        self.encoding = encoding
-        self.uses_library = False
 
     def _run(
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
@@ -65,15 +58,9 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
 
     async def load_library(self, replace: bool = False) -> None:
         """See :meth:`redis_swl.SWL.load_library`."""
-        source = library_source(self.encoding)
-        load = ["FUNCTION", "LOAD", "REPLACE", source] if replace else ["FUNCTION", "LOAD", source]
-        primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
-        for node in primaries:
+        for command, options in self._library_loads(replace):
             try:
-                if node is None:
-                    await self.client.execute_command(*load)
-                else:
-                    await self.client.execute_command(*load, target_nodes=node)
+                await self.client.execute_command(*command, **options)
             except ResponseError as error:
                 if not is_library_present(error):
                     raise

@@ -166,9 +166,8 @@ class RateLimiter:
     async def decide(self, key: str, windows: Sequence[Window]) -> Tuple[Optional[Verdict], str]:
         """(verdict, source): Redis's verdict, or the policy's when Redis did
         not decide. The verdict is None under "open" and "closed"."""
-        (window_ms, limit), rest = windows[0], list(windows[1:])
         verdict = await self._redis(
-            lambda swl: swl.check(key, window_ms, limit, cost=self.cost, windows=rest))
+            lambda swl: swl.check(key, *windows[0], cost=self.cost, windows=windows[1:]))
         if verdict is not None:
             return verdict, "redis"
         self.failures += 1
@@ -183,9 +182,8 @@ class RateLimiter:
         if source == "local":
             self.local.refund(key, windows, now_ms(), self.cost)
             return
-        (window_ms, limit), rest = windows[0], list(windows[1:])
         await self._redis(
-            lambda swl: swl.refund(key, window_ms, limit, cost=self.cost, windows=rest))
+            lambda swl: swl.refund(key, *windows[0], cost=self.cost, windows=windows[1:]))
 
 
 class RateLimitMiddleware:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple, Union
+from typing import List, Tuple, Union
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -13,7 +13,6 @@ from ._protocol import (
     is_library_present,
     is_missing_function,
     is_unknown_command,
-    library_source,
 )
 
 
@@ -36,13 +35,6 @@ class SWL(Commands[Verdict]):
     >>> limiter.check("rl:alice", 60_000, 100).allowed    # doctest: +SKIP
     True
     """
-
-    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
-        library_source(encoding)  # refuses an unknown encoding now
-        self.client = client
-        self.encoding = encoding
-        #: True once the server answered that it has no module.
-        self.uses_library = False
 
     def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         try:
@@ -75,15 +67,9 @@ class SWL(Commands[Verdict]):
         or on each primary of a cluster (one that has it, such as all but a
         shard just added, is left as it is, unless ``replace``: a library
         from an older redis-swl is replaced so)."""
-        source = library_source(self.encoding)
-        load = ["FUNCTION", "LOAD", "REPLACE", source] if replace else ["FUNCTION", "LOAD", source]
-        primaries = self.client.get_primaries() if hasattr(self.client, "get_primaries") else [None]
-        for node in primaries:
+        for command, options in self._library_loads(replace):
             try:
-                if node is None:
-                    self.client.execute_command(*load)
-                else:
-                    self.client.execute_command(*load, target_nodes=node)
+                self.client.execute_command(*command, **options)
             except ResponseError as error:
                 if not is_library_present(error):
                     raise
