@@ -1,0 +1,228 @@
+// The client: SWL.CHECK, SWL.PEEK and SWL.REFUND as typed verdicts, over
+// whatever sends commands (node-redis, ioredis, or a sendCommand function
+// as rate-limit-redis takes), through the module where the server has it
+// and through the function library (FCALL) where it does not.
+'use strict';
+
+const { checkEncoding, librarySource } = require('./library');
+
+// The module's commands and the library's functions that answer them, with
+// the same arguments and replies.
+const CHECK = Object.freeze({ command: 'SWL.CHECK', fn: 'swl_check', readOnly: false });
+const PEEK = Object.freeze({ command: 'SWL.PEEK', fn: 'swl_peek', readOnly: true });
+const REFUND = Object.freeze({ command: 'SWL.REFUND', fn: 'swl_refund', readOnly: false });
+
+// A limit no log reaches, for counting what a log holds: 10^15 (the module
+// takes up to 2^53 - 1, but replies near that lose digits in some clients).
+const MAX_LIMIT = 1e15;
+
+// One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name. limit, remaining
+// and retryAfterMs describe the window named by windowMs: the one with the
+// least left, or the one that denied. retryAfterMs is -1 when admitted, or
+// when waiting cannot help (a cost above the limit). resetAfterMs is when
+// the log's newest entry leaves the widest window (0 for an empty log).
+// oldestAfterMs is set only by a peek with { oldest: true }.
+class Verdict {
+  constructor(allowed, limit, remaining, retryAfterMs, resetAfterMs, windowMs, oldestAfterMs) {
+    this.allowed = allowed;
+    this.limit = limit;
+    this.remaining = remaining;
+    this.retryAfterMs = retryAfterMs;
+    this.resetAfterMs = resetAfterMs;
+    this.windowMs = windowMs;
+    if (oldestAfterMs !== undefined) this.oldestAfterMs = oldestAfterMs;
+  }
+
+  static fromReply(reply) {
+    if (!Array.isArray(reply) || (reply.length !== 6 && reply.length !== 7)) {
+      throw new Error(`not a redis-swl reply: ${JSON.stringify(reply)}`);
+    }
+    const values = reply.map(Number);
+    if (!values.every(Number.isInteger)) throw new Error(`not a redis-swl reply: ${JSON.stringify(reply)}`);
+    return new Verdict(values[0] === 1, ...values.slice(1));
+  }
+
+  // Whole seconds for a Retry-After header (rounded up), or null when
+  // admitted or when waiting cannot help.
+  get retryAfterSeconds() {
+    return this.retryAfterMs < 0 ? null : Math.ceil(this.retryAfterMs / 1000);
+  }
+}
+
+function integerArg(name, value, least) {
+  if (!Number.isSafeInteger(value) || value < least) {
+    throw new TypeError(`${name} must be an integer of at least ${least}, not ${String(value)}`);
+  }
+  return String(value);
+}
+
+// The arguments after the key, as the module and the library take them.
+// Checked here only so far as to send what was meant (an integer, not
+// "1e3"); the server checks ranges and says which argument is wrong.
+function requestArgs(windowMs, limit, { nowMs, cost = 1, windows = [], penalize = false, oldest = false } = {}) {
+  const args = [integerArg('windowMs', windowMs, 0), integerArg('limit', limit, 0)];
+  args.push(nowMs === undefined || nowMs === null ? '*' : integerArg('nowMs', nowMs, 0));
+  if (cost !== 1) args.push('COST', integerArg('cost', cost, 0));
+  for (const [extraMs, extraLimit] of windows) {
+    args.push('WINDOW', integerArg('windowMs', extraMs, 0), integerArg('limit', extraLimit, 0));
+  }
+  if (penalize) args.push('PENALIZE');
+  if (oldest) args.push('OLDEST');
+  return args;
+}
+
+const messageOf = (error) => String((error && error.message) || error);
+
+// The server has no such command: the module is not loaded.
+const isUnknownCommand = (error) => /unknown command/i.test(messageOf(error));
+// The server has no such function: the library is not loaded.
+const isMissingFunction = (error) => /function not found/i.test(messageOf(error));
+// FUNCTION LOAD found the library loaded already (by another client).
+const isLibraryPresent = (error) => /already exists/i.test(messageOf(error));
+
+// `error`, said plainly where the server is older than the call: a module
+// or library from before 0.3.0 refuses OLDEST as a syntax error.
+function explained(error, args, usesLibrary) {
+  if (args.includes('OLDEST') && /syntax error/i.test(messageOf(error)) && error instanceof Error) {
+    const where = usesLibrary ? 'function library' : 'module';
+    const fix = usesLibrary ? 'replace it: loadLibrary({ replace: true })' : 'load redis-swl 0.3.0 or later';
+    error.message += `: the redis-swl ${where} on the server predates SWL.PEEK OLDEST (0.3.0); ${fix}`;
+  }
+  return error;
+}
+
+class TimeoutError extends Error {
+  constructor(ms) {
+    super(`redis-swl: no reply within ${ms} ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+function withTimeout(promise, ms) {
+  if (ms === undefined || ms === null) return promise;
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// A function (key, command, readOnly) => Promise of the reply, from exactly
+// one of: sendCommand (rate-limit-redis's: (...args) => reply),
+// sendCommandCluster (its cluster form: ({ key, isReadOnly, command }) =>
+// reply), or client (a node-redis client or cluster, or an ioredis client).
+// The key routes a cluster's commands, FUNCTION LOAD included: the library
+// is loaded on the node that answered that it lacked it.
+function senderOf({ sendCommand, sendCommandCluster, client }) {
+  const given = [sendCommand, sendCommandCluster, client].filter((x) => x !== undefined);
+  if (given.length !== 1) {
+    throw new TypeError('redis-swl: give exactly one of sendCommand, sendCommandCluster or client');
+  }
+  if (sendCommand !== undefined) {
+    if (typeof sendCommand !== 'function') throw new TypeError('sendCommand must be a function');
+    return (key, command) => sendCommand(...command);
+  }
+  if (sendCommandCluster !== undefined) {
+    if (typeof sendCommandCluster !== 'function') throw new TypeError('sendCommandCluster must be a function');
+    return (key, command, isReadOnly) => sendCommandCluster({ key, isReadOnly, command });
+  }
+  if (client && typeof client.call === 'function') return (key, command) => client.call(...command); // ioredis
+  if (client && typeof client.sendCommand === 'function' && 'masters' in client) {
+    return (key, command, isReadOnly) => client.sendCommand(key, isReadOnly, command); // node-redis cluster
+  }
+  if (client && typeof client.sendCommand === 'function') return (key, command) => client.sendCommand(command);
+  throw new TypeError('redis-swl: client must be a node-redis client or cluster, or an ioredis client');
+}
+
+class SWL {
+  // options: one of sendCommand, sendCommandCluster or client (see
+  // senderOf); encoding of logs the library creates ('zset' or
+  // 'compact'; the module's own setting decides where it is loaded);
+  // timeoutMs, after which a call rejects with a TimeoutError (none by
+  // default: the client's own timeouts apply).
+  constructor(options = {}) {
+    this.send = senderOf(options);
+    this.encoding = options.encoding === undefined ? 'zset' : options.encoding;
+    checkEncoding(this.encoding);
+    this.timeoutMs = options.timeoutMs;
+    // True once the server answered that it has no module.
+    this.usesLibrary = false;
+  }
+
+  // Checks a request of `cost` units against `limit` per `windowMs` (and
+  // any further `windows`, [[windowMs, limit], ...]) and records it if
+  // admitted. nowMs defaults to the server's clock.
+  check(key, windowMs, limit, options = {}) {
+    const { cost, windows, penalize, nowMs } = options;
+    return this.run(CHECK, key, requestArgs(windowMs, limit, { cost, windows, penalize, nowMs }));
+  }
+
+  // What check would reply now, changing nothing. With { oldest: true } the
+  // verdict's oldestAfterMs is set too.
+  peek(key, windowMs, limit, options = {}) {
+    const { cost, windows, oldest, nowMs } = options;
+    return this.run(PEEK, key, requestArgs(windowMs, limit, { cost, windows, oldest, nowMs }));
+  }
+
+  // Gives back up to `cost` of the newest recorded units (a request that
+  // should not count after all) and replies what peek replies then.
+  refund(key, windowMs, limit, options = {}) {
+    const { cost, windows, nowMs } = options;
+    return this.run(REFUND, key, requestArgs(windowMs, limit, { cost, windows, nowMs }));
+  }
+
+  // What the log holds in the last windowMs: its units and when the newest
+  // leaves the window (0 when it holds none). Two peeks, sent together.
+  async usage(key, windowMs) {
+    const [counted, log] = await Promise.all([this.peek(key, windowMs, MAX_LIMIT), this.peek(key, windowMs, 0)]);
+    return { units: MAX_LIMIT - 1 - counted.remaining, resetAfterMs: log.resetAfterMs };
+  }
+
+  // Removes the log: resolves true if there was one.
+  async delete(key) {
+    const deleted = await withTimeout(this.send(key, ['DEL', key], false), this.timeoutMs);
+    return Number(deleted) === 1;
+  }
+
+  // Loads the function library on the server (for a cluster, on the node
+  // that serves `key`), replacing an older one with { replace: true }.
+  async loadLibrary(key = 'redis-swl', { replace = false } = {}) {
+    const command = ['FUNCTION', 'LOAD', ...(replace ? ['REPLACE'] : []), librarySource(this.encoding)];
+    try {
+      await this.send(key, command, false);
+    } catch (error) {
+      if (!isLibraryPresent(error)) throw error;
+    }
+  }
+
+  async run(names, key, args) {
+    if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
+    const reply = await withTimeout(this.call(names, key, args), this.timeoutMs);
+    return Verdict.fromReply(reply);
+  }
+
+  async call({ command, fn, readOnly }, key, args) {
+    if (!this.usesLibrary) {
+      try {
+        return await this.send(key, [command, key, ...args], readOnly);
+      } catch (error) {
+        if (!isUnknownCommand(error)) throw explained(error, args, false);
+        this.usesLibrary = true;
+      }
+    }
+    const fcall = ['FCALL', fn, '1', key, ...args];
+    try {
+      return await this.send(key, fcall, false);
+    } catch (error) {
+      if (!isMissingFunction(error)) throw explained(error, args, true);
+    }
+    await this.loadLibrary(key);
+    try {
+      return await this.send(key, fcall, false);
+    } catch (error) {
+      throw explained(error, args, true);
+    }
+  }
+}
+
+module.exports = { SWL, Verdict, TimeoutError, MAX_LIMIT, requestArgs, senderOf };

@@ -1,0 +1,35 @@
+// The function library this package ships (swl.lua, the repository's
+// scripts/swl.lua copied in by scripts/copy-library.js), for servers
+// without the module.
+'use strict';
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const ENCODINGS = Object.freeze(['zset', 'compact']);
+const ENCODING_LINE = "\nlocal ENCODING = 'zset'\n";
+const LIBRARY_FILE = path.join(__dirname, '..', 'swl.lua');
+
+const sources = new Map();
+
+function checkEncoding(encoding) {
+  if (!ENCODINGS.includes(encoding)) {
+    throw new TypeError(`encoding must be one of ${ENCODINGS.join(', ')}, not ${JSON.stringify(encoding)}`);
+  }
+}
+
+// The library's source, creating new logs in `encoding`: 'zset' (a sorted
+// set) or 'compact' (a compact log). Read once per encoding.
+function librarySource(encoding = 'zset') {
+  checkEncoding(encoding);
+  let source = sources.get(encoding);
+  if (source === undefined) {
+    const text = fs.readFileSync(LIBRARY_FILE, 'utf8');
+    if (!text.includes(ENCODING_LINE)) throw new Error(`${LIBRARY_FILE} has no ENCODING line`);
+    source = text.replace(ENCODING_LINE, `\nlocal ENCODING = '${encoding}'\n`);
+    sources.set(encoding, source);
+  }
+  return source;
+}
+
+module.exports = { ENCODINGS, LIBRARY_FILE, checkEncoding, librarySource };

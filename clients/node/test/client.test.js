@@ -1,0 +1,131 @@
+// The client against real servers: with the module and without it (the
+// library, loaded by the client), both encodings, over node-redis and
+// ioredis; the same replies from all of them.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { describe, it, before, after } = require('node:test');
+const Redis = require('ioredis');
+const { SWL, Verdict, TimeoutError } = require('..');
+const { librarySource } = require('../lib/library');
+const { ENCODINGS, ROOT, RedisServer, logKind } = require('./servers');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const T = 1700000000000;
+
+// The calls of one session and the replies the module gives them.
+const SESSION = [
+  ['check', [60000, 3, { nowMs: T, cost: 2 }], [1, 3, 1, -1, 60000, 60000]],
+  ['check', [60000, 3, { nowMs: T + 1000, cost: 2 }], [0, 3, 1, 59000, 59000, 60000]],
+  ['peek', [60000, 3, { nowMs: T + 1000, oldest: true }], [1, 3, 0, -1, 60000, 60000, 59000]],
+  ['refund', [60000, 3, { nowMs: T + 2000 }], [1, 3, 1, -1, 60000, 60000]],
+  ['check', [60000, 3, { nowMs: T + 3000, windows: [[1000, 1]] }], [1, 1, 0, -1, 60000, 1000]],
+  ['check', [60000, 3, { nowMs: T + 3500, windows: [[1000, 1]] }], [0, 1, 0, 500, 59500, 1000]],
+  ['check', [60000, 3, { nowMs: T + 3600, cost: 4 }], [0, 3, 1, -1, 59400, 60000]],
+];
+
+// Each way of reaching a server: [name, make(server) => { swl, close }].
+const CLIENTS = [
+  ['node-redis client', async (server, encoding) => {
+    const client = await server.client();
+    return { swl: new SWL({ client, encoding }), close: () => client.destroy() };
+  }],
+  ['node-redis sendCommand', async (server, encoding) => {
+    const client = await server.client();
+    return { swl: new SWL({ sendCommand: (...args) => client.sendCommand(args), encoding }), close: () => client.destroy() };
+  }],
+  ['ioredis client', async (server, encoding) => {
+    const client = new Redis({ port: server.port, host: '127.0.0.1', lazyConnect: true });
+    await client.connect();
+    return { swl: new SWL({ client, encoding }), close: () => client.disconnect() };
+  }],
+];
+
+for (const module of [true, false]) {
+  for (const encoding of ENCODINGS) {
+    describe(`${module ? 'the module' : 'the library'}, ${encoding}`, () => {
+      let server;
+      before(async () => { server = await RedisServer.start({ module, encoding }); });
+      after(() => server.stop());
+
+      for (const [name, make] of CLIENTS) {
+        it(`answers a session exactly over ${name}`, async () => {
+          const { swl, close } = await make(server, encoding);
+          try {
+            const key = `session:${name}`;
+            for (const [method, args, reply] of SESSION) {
+              const verdict = await swl[method](key, ...args);
+              assert.deepEqual(verdict, Verdict.fromReply(reply), `${method} ${JSON.stringify(args)}`);
+            }
+            assert.equal(swl.usesLibrary, !module);
+            const redis = await server.client();
+            try {
+              assert.equal(await logKind(redis, key), encoding);
+              assert.deepEqual(await redis.sendCommand(module ? ['SWL.ENTRIES', key] : ['FCALL', 'swl_entries', '1', key]),
+                [T, T + 3000]);
+              assert.equal(await redis.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'swl']).then((l) => l.length),
+                module ? 0 : 1);
+            } finally {
+              redis.destroy();
+            }
+            // On the server's clock: the session's entries are long gone.
+            assert.deepEqual(await swl.usage(key, 60000), { units: 0, resetAfterMs: 0 });
+            await swl.check(`${key}:now`, 60000, 5, { cost: 2 });
+            const { units, resetAfterMs } = await swl.usage(`${key}:now`, 60000);
+            assert.equal(units, 2);
+            assert.ok(resetAfterMs > 50000 && resetAfterMs <= 60000, String(resetAfterMs));
+          } finally {
+            close();
+          }
+        });
+      }
+
+      it('says which argument is wrong, and changes nothing', async () => {
+        const client = await server.client();
+        const swl = new SWL({ client, encoding });
+        try {
+          await swl.check('bad', 60000, 3, { nowMs: T });
+          await assert.rejects(swl.check('bad', 60000, 3, { nowMs: T, cost: 100001 }), { message: 'ERR cost must be an integer from 1 to 100000' });
+          await assert.rejects(swl.check('bad', 0, 3, { nowMs: T }), { message: 'ERR window_ms must be an integer from 1 to 9007199254740991' });
+          assert.throws(() => swl.check('bad', 60000, 1.5), /limit must be an integer/);
+          const entries = await client.sendCommand(module ? ['SWL.ENTRIES', 'bad'] : ['FCALL', 'swl_entries', '1', 'bad']);
+          assert.deepEqual(entries, [T]);
+        } finally {
+          client.destroy();
+        }
+      });
+    });
+  }
+}
+
+describe('the client', () => {
+  it('gives up after timeoutMs on a stalled server', async () => {
+    const server = await RedisServer.start();
+    const client = await server.client();
+    try {
+      const swl = new SWL({ client, timeoutMs: 100 });
+      server.pause();
+      const started = Date.now();
+      await assert.rejects(swl.check('k', 1000, 1), TimeoutError);
+      assert.ok(Date.now() - started < 1000);
+      server.resume();
+      assert.equal((await swl.check('k2', 1000, 1)).allowed, true);
+    } finally {
+      client.destroy();
+      await server.stop();
+    }
+  });
+
+  it('refuses an unknown encoding and a sender it cannot use', () => {
+    assert.throws(() => new SWL({ sendCommand: () => {}, encoding: 'list' }), /encoding must be one of zset, compact/);
+    assert.throws(() => new SWL({}), /exactly one of sendCommand, sendCommandCluster or client/);
+    assert.throws(() => new SWL({ client: {} }), /node-redis client or cluster, or an ioredis client/);
+  });
+
+  it('ships the repository library, with the encoding set', () => {
+    const repository = fs.readFileSync(path.join(ROOT, 'scripts', 'swl.lua'), 'utf8');
+    assert.equal(librarySource('zset'), repository);
+    assert.equal(librarySource('compact'), repository.replace("\nlocal ENCODING = 'zset'\n", "\nlocal ENCODING = 'compact'\n"));
+  });
+});

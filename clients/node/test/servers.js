@@ -1,0 +1,180 @@
+// Real redis-server processes for the tests and the bench: each on a free
+// loopback port, in a temporary directory, with or without the redis-swl
+// module (its path in SWL_MODULE, as `make test` sets it), stopped by the
+// test that started it.
+'use strict';
+
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, execFile } = require('node:child_process');
+const { promisify } = require('node:util');
+const { createClient } = require('redis');
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const MODULE = process.env.SWL_MODULE || path.join(ROOT, 'target', 'release', 'libredis_swl.so');
+const ENCODINGS = ['zset', 'compact'];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function ping(port) {
+  const client = createClient({ socket: { host: '127.0.0.1', port, reconnectStrategy: false, connectTimeout: 1000 } });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    if (client.isOpen) client.destroy();
+  }
+}
+
+class RedisServer {
+  // module: load the redis-swl module (creating new logs in `encoding`).
+  static async start({ module = true, encoding = 'zset', args = [] } = {}) {
+    const server = new RedisServer();
+    server.module = module;
+    server.encoding = encoding;
+    server.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-swl-node-'));
+    server.port = await freePort();
+    server.command = ['--port', String(server.port), '--bind', '127.0.0.1', '--save', '',
+      '--appendonly', 'no', '--dir', server.dir];
+    if (module) {
+      if (!fs.existsSync(MODULE)) throw new Error(`no module at ${MODULE}: build it (make build)`);
+      server.command.push('--loadmodule', MODULE, '--swl.encoding', encoding);
+    }
+    server.command.push(...args);
+    await server.launch();
+    return server;
+  }
+
+  async launch() {
+    this.process = spawn('redis-server', this.command, { stdio: 'ignore' });
+    this.exited = new Promise((resolve) => this.process.once('exit', resolve));
+    await this.waitReady();
+  }
+
+  async waitReady(timeoutMs = 20000) {
+    const deadline = Date.now() + timeoutMs;
+    let exited = false;
+    this.exited.then(() => { exited = true; });
+    for (;;) {
+      if (exited) throw new Error('redis-server exited');
+      if (await ping(this.port)) return;
+      if (Date.now() > deadline) throw new Error('redis-server did not answer PING');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  get url() {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  // A connected node-redis client; the caller closes it.
+  async client() {
+    const client = createClient({ url: this.url });
+    client.on('error', () => {});
+    await client.connect();
+    return client;
+  }
+
+  // Stalls the server: it keeps its connections and answers nothing.
+  pause() {
+    this.process.kill('SIGSTOP');
+  }
+
+  resume() {
+    this.process.kill('SIGCONT');
+  }
+
+  // Stops the server, keeping its directory for a restart.
+  async kill() {
+    this.process.kill('SIGKILL');
+    await this.exited;
+  }
+
+  // Starts the server again, on the same port and directory.
+  restart() {
+    return this.launch();
+  }
+
+  async stop() {
+    if (this.process.exitCode === null && this.process.signalCode === null) {
+      this.resume();
+      this.process.kill('SIGTERM');
+      await this.exited;
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+// Three primaries with every slot assigned.
+class Cluster {
+  static async start({ module = true, encoding = 'zset' } = {}) {
+    const cluster = new Cluster();
+    cluster.nodes = [];
+    for (let i = 0; i < 3; i += 1) {
+      const args = ['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()),
+        '--cluster-node-timeout', '5000'];
+      cluster.nodes.push(await RedisServer.start({ module, encoding, args }));
+    }
+    try {
+      const addresses = cluster.nodes.map((node) => `127.0.0.1:${node.port}`);
+      await promisify(execFile)('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'],
+        { timeout: 60000 });
+      const deadline = Date.now() + 30000;
+      while (!(await cluster.ready())) {
+        if (Date.now() > deadline) throw new Error('the cluster did not come up');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+    return cluster;
+  }
+
+  async ready() {
+    for (const node of this.nodes) {
+      const client = await node.client();
+      try {
+        const info = await client.sendCommand(['CLUSTER', 'INFO']);
+        if (!info.includes('cluster_state:ok') || !info.includes('cluster_known_nodes:3')) return false;
+      } finally {
+        client.destroy();
+      }
+    }
+    return true;
+  }
+
+  get rootNodes() {
+    return this.nodes.map((node) => ({ url: node.url }));
+  }
+
+  async stop() {
+    await Promise.all(this.nodes.map((node) => node.stop()));
+  }
+}
+
+// What a key holds: 'zset', 'compact' (a compact log), or its TYPE.
+async function logKind(client, key) {
+  const kind = await client.sendCommand(['TYPE', key]);
+  if (kind === 'string') {
+    const head = await client.sendCommand(['GETRANGE', key, '0', '4'], { typeMapping: { 36: Buffer } });
+    if (Buffer.isBuffer(head) && head.equals(Buffer.from('SWLc\x01', 'latin1'))) return 'compact';
+  }
+  return kind;
+}
+
+module.exports = { ROOT, MODULE, ENCODINGS, RedisServer, Cluster, freePort, logKind };
