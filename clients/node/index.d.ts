@@ -1,0 +1,153 @@
+// Types of redis-swl for Node.
+/// <reference types="node" />
+
+import type { Store, Options as ExpressRateLimitOptions, IncrementResponse, ClientRateLimitInfo } from 'express-rate-limit';
+import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
+
+/** The parts of an Express request the middleware reads (Express itself ships no types). */
+export interface RequestLike {
+  socket: { remoteAddress?: string };
+  [name: string]: unknown;
+}
+
+/** A window given as [windowMs, limit]. */
+export type Window = readonly [number, number];
+
+export type Encoding = 'zset' | 'compact';
+export declare const ENCODINGS: readonly Encoding[];
+
+/** One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name. */
+export declare class Verdict {
+  /** Admitted (and, for a check, recorded). */
+  readonly allowed: boolean;
+  /** The limit of the window named by windowMs. */
+  readonly limit: number;
+  /** Units left in that window. */
+  readonly remaining: number;
+  /** When a denied request would fit; -1 when admitted or when waiting cannot help. */
+  readonly retryAfterMs: number;
+  /** When the log's newest entry leaves the widest window; 0 for an empty log. */
+  readonly resetAfterMs: number;
+  /** The window the verdict describes: the one with the least left, or the one that denied. */
+  readonly windowMs: number;
+  /** Only from a peek with { oldest: true }: when the oldest entry in that window leaves it. */
+  readonly oldestAfterMs?: number;
+  /** Whole seconds for Retry-After (rounded up), or null. */
+  readonly retryAfterSeconds: number | null;
+  static fromReply(reply: readonly unknown[]): Verdict;
+}
+
+export declare class TimeoutError extends Error {}
+
+/** rate-limit-redis's sendCommand: (...args) => the reply. */
+export type SendCommandFn = (...args: string[]) => Promise<unknown>;
+/** rate-limit-redis's sendCommandCluster. */
+export type SendCommandClusterFn = (details: { key: string; isReadOnly: boolean; command: string[] }) => Promise<unknown>;
+
+/** How commands reach Redis: exactly one of these. */
+export type Sender =
+  | { sendCommand: SendCommandFn; sendCommandCluster?: never; client?: never }
+  | { sendCommandCluster: SendCommandClusterFn; sendCommand?: never; client?: never }
+  /** A node-redis client or cluster (v5), or an ioredis client. */
+  | { client: object; sendCommand?: never; sendCommandCluster?: never };
+
+export interface CommonOptions {
+  /** How logs the function library creates are stored; the module's own setting decides where it is loaded. */
+  encoding?: Encoding;
+  /** After this long a call rejects with a TimeoutError; by default the client's own timeouts apply. */
+  timeoutMs?: number;
+}
+
+export type SWLOptions = Sender & CommonOptions;
+
+export interface CallOptions {
+  /** Units the request weighs (1 to 100000). */
+  cost?: number;
+  /** Further windows on the same log. */
+  windows?: readonly Window[];
+  /** Unix ms; the server's clock by default. */
+  nowMs?: number;
+}
+
+export declare class SWL {
+  constructor(options: SWLOptions);
+  /** True once the server answered that it has no module. */
+  usesLibrary: boolean;
+  readonly encoding: Encoding;
+  check(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { penalize?: boolean }): Promise<Verdict>;
+  peek(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { oldest?: boolean }): Promise<Verdict>;
+  refund(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions): Promise<Verdict>;
+  /** The units the log holds in the last windowMs, and when the newest leaves it. */
+  usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
+  /** Removes the log; true if there was one. */
+  delete(key: string | Buffer): Promise<boolean>;
+  /** Loads the function library (on a cluster, on the node serving key). */
+  loadLibrary(key?: string, options?: { replace?: boolean }): Promise<void>;
+}
+
+export type SwlStoreOptions = Sender & CommonOptions & {
+  /** Prefix of the Redis keys; 'swl:' by default. */
+  prefix?: string;
+  /** The limit to check against when express-rate-limit's is a function: the largest it returns. */
+  limit?: number;
+};
+
+/** An express-rate-limit (v7, v8) store: a sliding-window log. */
+export declare class SwlStore implements Store {
+  constructor(options: SwlStoreOptions);
+  prefix: string;
+  init(options: ExpressRateLimitOptions): void;
+  increment(key: string): Promise<IncrementResponse>;
+  decrement(key: string): Promise<void>;
+  get(key: string): Promise<ClientRateLimitInfo | undefined>;
+  resetKey(key: string): Promise<void>;
+}
+
+/** rate-limiter-flexible's store options (storeClient, points, duration, keyPrefix, blockDuration, insuranceLimiter), and ours. */
+export type RateLimiterSwlOptions = ConstructorParameters<typeof RateLimiterStoreAbstract>[0] & CommonOptions;
+
+/** A rate-limiter-flexible limiter: points per duration as a sliding log. */
+export declare class RateLimiterSwl extends RateLimiterStoreAbstract {
+  constructor(options: RateLimiterSwlOptions);
+}
+
+/** A sliding-window log in process memory, replying as the module does. */
+export declare class LocalLimiter {
+  constructor(maxClients?: number);
+  check(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
+  refund(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
+}
+
+export type Policy = 'open' | 'closed' | 'local';
+
+export interface RateLimitOptions {
+  /** Redis to connect to, for node-redis: redis://host:port/. */
+  url: string;
+  /** [[windowMs, limit], ...]; a request must fit every one. */
+  windows: readonly Window[];
+  cost?: number;
+  /** What answers while Redis cannot: 'open' (default), 'closed' or 'local'. */
+  policy?: Policy;
+  /** How long a check may take before the policy answers; 50 by default. */
+  timeoutMs?: number;
+  maxLocalClients?: number;
+  /** Prefix of the Redis keys; 'rl:' by default. */
+  keyPrefix?: string;
+  /** Who a request counts against; the TCP peer's address by default. */
+  key?: (req: any) => string | Promise<string>;
+  encoding?: Encoding;
+}
+
+export interface RateLimitMiddleware {
+  (req: any, res: any, next: (error?: unknown) => void): Promise<void>;
+  /** Requests the failure policy decided since start. */
+  failures(): number;
+  /** Closes the connection to Redis. */
+  close(): void;
+}
+
+export declare function rateLimit(options: RateLimitOptions): RateLimitMiddleware;
+export declare function clientAddress(req: RequestLike): string;
+export declare function rateLimitHeaders(verdict: Verdict): Record<string, string>;
+/** The function library this package ships, creating new logs in `encoding`. */
+export declare function librarySource(encoding?: Encoding): string;

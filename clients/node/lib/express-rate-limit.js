@@ -1,0 +1,115 @@
+// SwlStore: an express-rate-limit (v7, v8) store on redis-swl, constructed
+// as rate-limit-redis's RedisStore is. express-rate-limit increments first
+// and denies when totalHits > limit; this store decides in Redis instead
+// (SWL.CHECK) and answers totalHits so that express-rate-limit's decision
+// is the sliding log's: a denied request records nothing.
+'use strict';
+
+const { SWL } = require('./client');
+
+class SwlStore {
+  // options: sendCommand or sendCommandCluster (as rate-limit-redis takes
+  // them) or client; prefix ('swl:'); limit, for a rate limiter whose
+  // limit is a function (the largest it returns); encoding and timeoutMs
+  // as SWL takes them.
+  constructor(options = {}) {
+    this.swl = new SWL(options);
+    this.prefix = options.prefix === undefined ? 'swl:' : String(options.prefix);
+    this.fixedLimit = options.limit;
+    this.windowMs = undefined;
+    this.limit = undefined;
+    // Denied requests whose decrement is still to come, by key: their
+    // reset times. Such a decrement must give nothing back (see decrement).
+    this.denials = new Map();
+    this.denialsDecremented = false;
+    // Why init refused the limiter's options, for every increment to say
+    // (express-rate-limit v8 only logs what init throws).
+    this.initError = new Error('SwlStore: express-rate-limit did not initialise the store');
+  }
+
+  // Called by express-rate-limit as the limiter is created.
+  init(options) {
+    this.windowMs = options.windowMs;
+    const limit = typeof options.limit === 'function' ? this.fixedLimit : (options.limit ?? options.max);
+    if (!Number.isSafeInteger(limit) || limit < 0) {
+      this.initError = new TypeError(
+        'SwlStore: the limit must be a whole number; with a limit function, give the store one: new SwlStore({ limit })',
+      );
+      throw this.initError;
+    }
+    this.limit = limit;
+    this.initError = null;
+    this.denialsDecremented = SwlStore.decrementsDenials(options);
+  }
+
+  // Whether express-rate-limit will decrement after a denied request:
+  // skipFailedRequests does when the denial's status (options.statusCode,
+  // 429 by default) is not a success, skipSuccessfulRequests when it is.
+  static decrementsDenials({ skipFailedRequests, skipSuccessfulRequests, requestWasSuccessful, statusCode = 429 }) {
+    if (!skipFailedRequests && !skipSuccessfulRequests) return false;
+    let success = statusCode < 400;
+    if (typeof requestWasSuccessful === 'function') {
+      try {
+        const answer = requestWasSuccessful({}, { statusCode });
+        if (typeof answer === 'boolean') success = answer;
+      } catch {
+        // a callback that needs a real request: assume the status decides
+      }
+    }
+    return success ? Boolean(skipSuccessfulRequests) : Boolean(skipFailedRequests);
+  }
+
+  key(key) {
+    return this.prefix + key;
+  }
+
+  async increment(key) {
+    if (this.initError) throw this.initError;
+    const verdict = await this.swl.check(this.key(key), this.windowMs, this.limit);
+    const now = Date.now();
+    if (verdict.allowed) {
+      return { totalHits: this.limit - verdict.remaining, resetTime: new Date(now + verdict.resetAfterMs) };
+    }
+    // One more than the limit, so that express-rate-limit denies; the reset
+    // is when the request would fit (or, for a limit of 0, a window).
+    const waitMs = verdict.retryAfterMs >= 0 ? verdict.retryAfterMs : this.windowMs;
+    const resetTime = new Date(now + waitMs);
+    if (this.denialsDecremented) {
+      const pending = this.denials.get(key) || [];
+      pending.push(resetTime.getTime());
+      this.denials.set(key, pending);
+    }
+    return { totalHits: this.limit + 1, resetTime };
+  }
+
+  // Gives a request's unit back (SWL.REFUND). A denied request recorded
+  // nothing, so its decrement gives nothing back; express-rate-limit skips
+  // a decrement whose reset time has passed, so such denials are dropped.
+  async decrement(key) {
+    const pending = this.denials.get(key);
+    if (pending) {
+      const now = Date.now();
+      const waiting = pending.filter((resetTime) => resetTime > now);
+      const denial = waiting.shift();
+      if (waiting.length) this.denials.set(key, waiting);
+      else this.denials.delete(key);
+      if (denial !== undefined) return;
+    }
+    await this.swl.refund(this.key(key), this.windowMs, this.limit);
+  }
+
+  // The units in the window now and when the newest leaves it; undefined
+  // for a client with none.
+  async get(key) {
+    const { units, resetAfterMs } = await this.swl.usage(this.key(key), this.windowMs);
+    if (units === 0) return undefined;
+    return { totalHits: units, resetTime: new Date(Date.now() + resetAfterMs) };
+  }
+
+  async resetKey(key) {
+    this.denials.delete(key);
+    await this.swl.delete(this.key(key));
+  }
+}
+
+module.exports = { SwlStore };
