@@ -2,7 +2,8 @@
 # Installs what one middleware example needs, if this machine has its
 # language runtime: FastAPI, uvicorn, redis-py and the redis-swl package
 # (built from clients/python each time) in a virtual environment under
-# target/, Express and node-redis with npm ci, the axum example built
+# target/, Express and the redis-swl package (clients/node, with its
+# dependencies) with npm ci, the axum example built
 # with cargo into its own target directory. Exit 3: the runtime itself is
 # missing (the caller skips, saying so); other failures exit 1.
 # Usage: scripts/setup-examples.sh python|node|rust
@@ -30,8 +31,12 @@ python)
     ;;
 node)
     { command -v node >/dev/null && command -v npm >/dev/null; } || { echo "setup-examples: no node/npm" >&2; exit 3; }
-    if [ ! -d examples/express/node_modules/express ] || [ ! -d examples/express/node_modules/redis ]; then
-        (cd examples/express && npm ci --no-audit --no-fund --silent) || exit 1
+    # The example uses the package (a link to clients/node), with its
+    # dependencies installed there.
+    bash scripts/setup-node.sh || exit 1
+    if ! cmp -s examples/express/package-lock.json examples/express/node_modules/.redis-swl-lock.json; then
+        (cd examples/express && npm ci --no-audit --no-fund --loglevel=error) || exit 1
+        cp examples/express/package-lock.json examples/express/node_modules/.redis-swl-lock.json
     fi
     ;;
 rust)

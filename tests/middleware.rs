@@ -6,10 +6,10 @@
 //! failure policy (open, closed, a bounded local limiter), and each app
 //! returns to Redis by itself. Each app keys clients by their address, not
 //! by a header they choose; serves its failure count at /failures, outside
-//! the limit; and refuses an unknown policy. The FastAPI app is the Python
-//! package's middleware, which goes to the function library where the
-//! module is missing. A middleware whose language runtime is missing is
-//! skipped, saying so.
+//! the limit; and refuses an unknown policy. The FastAPI and Express apps
+//! are the Python and Node packages' middleware, which go to the function
+//! library where the module is missing. A middleware whose language runtime
+//! is missing is skipped, saying so.
 //!
 //! The apps key by the peer's address, so each client here connects from
 //! an address of its own in 127.0.0.0/8, all of which is loopback on Linux.
@@ -503,11 +503,12 @@ fn exercise(kind: Kind) {
     }
 
     // The module unloaded: an error reply to a client that sends module
-    // commands only. The Python package goes to the function library
-    // instead, which it loads itself: Redis still decides.
+    // commands only. The Python and Node packages go to the function
+    // library instead, which they load themselves: Redis still decides.
     redis_cmd(&redis, &["MODULE", "UNLOAD", "swl"]);
+    let falls_back_to_library = matches!(kind, Kind::Python | Kind::Node);
     for app in apps {
-        if matches!(kind, Kind::Python) {
+        if falls_back_to_library {
             let reply = app.get("unloaded");
             let context = format!("{} app, module unloaded", app.policy);
             assert_headers(&reply, 200, &[("ratelimit-source", "redis")], &context);
@@ -515,7 +516,7 @@ fn exercise(kind: Kind) {
             assert_policy(app, "unloaded", "module unloaded");
         }
     }
-    if matches!(kind, Kind::Python) {
+    if falls_back_to_library {
         let libraries = redis_cmd(&redis, &["FUNCTION", "LIST", "LIBRARYNAME", "swl"]);
         assert!(
             matches!(libraries, redis::Value::Array(ref l) if l.len() == 1),

@@ -54,7 +54,7 @@ export type Sender =
 export interface CommonOptions {
   /** How logs the function library creates are stored; the module's own setting decides where it is loaded. */
   encoding?: Encoding;
-  /** After this long a call rejects with a TimeoutError; by default the client's own timeouts apply. */
+  /** After this long a command rejects with a TimeoutError (each command of a call: loading the library takes three); by default the client's own timeouts apply. */
   timeoutMs?: number;
 }
 

@@ -1,11 +1,12 @@
-// A tiny Express service behind the rate-limit middleware. Settings from the
-// environment (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/), PORT
-// (3000), WINDOWS ("60000:100"; several as "60000:100,1000:10"), COST (1),
-// POLICY (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000).
+// A tiny Express service behind redis-swl's middleware (the redis-swl
+// package, clients/node). Settings from the environment
+// (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/), PORT (3000),
+// WINDOWS ("60000:100"; several as "60000:100,1000:10"), COST (1), POLICY
+// (open, closed or local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000).
 'use strict';
 
 const express = require('express');
-const { rateLimit, clientAddress } = require('./ratelimit');
+const { rateLimit, clientAddress } = require('redis-swl');
 
 const env = process.env;
 const windows = (env.WINDOWS || '60000:100').split(',').map((pair) => pair.split(':').map(Number));
@@ -23,7 +24,7 @@ try {
     key: clientAddress,
   });
 } catch (error) {
-  // an unknown policy
+  // an unknown policy, or windows that are not [[windowMs, limit], ...]
   console.error(`POLICY: ${error.message}`);
   process.exit(1);
 }

@@ -138,13 +138,15 @@ class SWL {
   // options: one of sendCommand, sendCommandCluster or client (see
   // senderOf); encoding of logs the library creates ('zset' or
   // 'compact'; the module's own setting decides where it is loaded);
-  // timeoutMs, after which a call rejects with a TimeoutError (none by
+  // timeoutMs, after which a command rejects with a TimeoutError (none by
   // default: the client's own timeouts apply).
   constructor(options = {}) {
-    this.send = senderOf(options);
+    const send = senderOf(options);
+    // Each command has timeoutMs of its own: a call that loads the library
+    // sends three.
+    this.send = (key, command, readOnly) => withTimeout(send(key, command, readOnly), options.timeoutMs);
     this.encoding = options.encoding === undefined ? 'zset' : options.encoding;
     checkEncoding(this.encoding);
-    this.timeoutMs = options.timeoutMs;
     // True once the server answered that it has no module.
     this.usesLibrary = false;
   }
@@ -180,7 +182,7 @@ class SWL {
 
   // Removes the log: resolves true if there was one.
   async delete(key) {
-    const deleted = await withTimeout(this.send(key, ['DEL', key], false), this.timeoutMs);
+    const deleted = await this.send(key, ['DEL', key], false);
     return Number(deleted) === 1;
   }
 
@@ -197,8 +199,7 @@ class SWL {
 
   async run(names, key, args) {
     if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
-    const reply = await withTimeout(this.call(names, key, args), this.timeoutMs);
-    return Verdict.fromReply(reply);
+    return Verdict.fromReply(await this.call(names, key, args));
   }
 
   async call({ command, fn, readOnly }, key, args) {

@@ -1,0 +1,159 @@
+// Express middleware on redis-swl: one SWL.CHECK per request (or its FCALL
+// where the server has no module), keyed by what the application's key
+// function returns for the request (by default the client's address: the
+// TCP peer), with RateLimit-Policy, RateLimit and Retry-After headers. When
+// Redis cannot answer within the timeout, for whatever reason (refused,
+// reset, timed out, any error reply), the policy answers instead: 'open'
+// admits (and logs and counts it), 'closed' refuses with 503, 'local'
+// decides in this process for at most maxLocalClients clients. Redis is
+// tried again after a backoff that doubles up to a second, so the app
+// returns to it by itself.
+//
+//   const limiter = rateLimit({ url: 'redis://127.0.0.1:6379/', windows: [[60000, 100], [1000, 10]] });
+//   app.use(limiter);           // limits the routes registered after it
+//   app.post('/login', rateLimit({ url, windows: [[60000, 5]], key: byAccount }), login);
+//   limiter.failures();         // requests the policy decided, for a health endpoint
+'use strict';
+
+const { SWL } = require('./client');
+const { LocalLimiter } = require('./local');
+
+const POLICIES = Object.freeze(['open', 'closed', 'local']);
+
+// The default key: the TCP peer's address, never a header the client chose
+// (req.ip is the same unless the app sets 'trust proxy').
+function clientAddress(req) {
+  return req.socket.remoteAddress || 'unknown';
+}
+
+// The draft's structured headers, all from the window the verdict names
+// (the reset is capped at that window: the reply gives it for the widest).
+function rateLimitHeaders(verdict) {
+  const seconds = (ms) => Math.max(0, Math.ceil(ms / 1000));
+  const name = `"${verdict.windowMs}ms"`;
+  const headers = {
+    'RateLimit-Policy': `${name};q=${verdict.limit};w=${seconds(verdict.windowMs)}`,
+    RateLimit: `${name};r=${verdict.remaining};t=${seconds(Math.min(verdict.resetAfterMs, verdict.windowMs))}`,
+  };
+  if (!verdict.allowed && verdict.retryAfterMs >= 0) {
+    headers['Retry-After'] = String(Math.max(1, seconds(verdict.retryAfterMs)));
+  }
+  return headers;
+}
+
+function checkWindows(windows) {
+  const valid = Array.isArray(windows) && windows.length > 0 && windows.every(
+    (w) => Array.isArray(w) && w.length === 2 && Number.isSafeInteger(w[0]) && w[0] > 0
+      && Number.isSafeInteger(w[1]) && w[1] >= 0,
+  );
+  if (!valid) throw new TypeError('windows must be [[windowMs, limit], ...]: whole numbers, windowMs above 0');
+}
+
+// A node-redis connection that is dropped when it fails, so the next
+// attempt connects afresh, and that queues nothing while disconnected.
+function connection(url, timeoutMs) {
+  const { createClient } = require('redis'); // eslint-disable-line global-require
+  let client = null;
+  const drop = () => {
+    const old = client;
+    client = null;
+    try {
+      if (old) old.destroy();
+    } catch {
+      // already closed
+    }
+  };
+  const connected = async () => {
+    if (!client) {
+      const fresh = createClient({
+        url,
+        socket: { connectTimeout: timeoutMs, reconnectStrategy: false },
+        disableOfflineQueue: true,
+      });
+      fresh.on('error', () => {}); // failures surface as rejected calls
+      client = fresh;
+      await fresh.connect();
+    }
+    return client;
+  };
+  const sendCommand = async (...args) => (await connected()).sendCommand(args);
+  return { sendCommand, connected, drop };
+}
+
+// key(req) names the client a request counts against: a string, or a
+// promise of one.
+function rateLimit({
+  url,
+  windows,
+  cost = 1,
+  policy = 'open',
+  timeoutMs = 50,
+  maxLocalClients = 10000,
+  keyPrefix = 'rl:',
+  key = clientAddress,
+  encoding = 'zset',
+}) {
+  if (!POLICIES.includes(policy)) {
+    throw new TypeError(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);
+  }
+  checkWindows(windows);
+  const [[windowMs, limit], ...moreWindows] = windows;
+  const redis = connection(url, timeoutMs);
+  const swl = new SWL({ sendCommand: redis.sendCommand, encoding, timeoutMs });
+  const local = new LocalLimiter(maxLocalClients);
+  let delayMs = 0;
+  let retryAt = 0;
+  let failures = 0;
+
+  const check = async (name) => {
+    if (Date.now() < retryAt) return null;
+    try {
+      const verdict = await swl.check(name, windowMs, limit, { cost, windows: moreWindows });
+      delayMs = 0;
+      retryAt = 0;
+      return verdict;
+    } catch (error) {
+      // An error reply leaves the connection usable; anything else drops it.
+      if (!(error && error.constructor && error.constructor.name === 'ErrorReply')) redis.drop();
+      delayMs = Math.min(1000, delayMs * 2 || 50);
+      retryAt = Date.now() + delayMs;
+      console.warn(`rate limit: Redis unavailable (${error && error.message})`);
+      return null;
+    }
+  };
+
+  // Connect now rather than on the first request.
+  redis.connected().catch(redis.drop);
+
+  const middleware = async (req, res, next) => {
+    // Express 5 passes a key function's rejection on to the error handler.
+    const name = keyPrefix + (await key(req));
+    let verdict = await check(name);
+    let source = 'redis';
+    if (verdict === null) {
+      failures += 1;
+      if (policy === 'open') {
+        console.warn(`rate limit: failing open for ${name}`);
+        res.set('RateLimit-Source', 'open');
+        return next();
+      }
+      if (policy === 'closed') {
+        res.set({ 'Retry-After': '1', 'RateLimit-Source': 'closed' });
+        return res.status(503).type('text/plain').send('rate limiter unavailable\n');
+      }
+      verdict = local.check(name, windows, Date.now(), cost);
+      source = 'local';
+    }
+    res.set(rateLimitHeaders(verdict));
+    res.set('RateLimit-Source', source);
+    if (verdict.allowed) return next();
+    return res.status(429).type('text/plain').send('too many requests\n');
+  };
+  // Requests decided by the failure policy since start.
+  middleware.failures = () => failures;
+  // Closes the connection to Redis.
+  middleware.close = redis.drop;
+  return middleware;
+}
+
+module.exports = { rateLimit, clientAddress, rateLimitHeaders, POLICIES };
