@@ -3,9 +3,10 @@
 #            listen on every interface; ARGS='--requirepass ...' for more
 #            redis-server arguments)
 # make test  unit tests, integration tests against real redis-server, the
-#            FastAPI, Express and axum middleware over real HTTP, and the
+#            FastAPI, Express and axum middleware over real HTTP, the
 #            Python package (clients/python) with limits, Flask-Limiter and
-#            slowapi
+#            slowapi, and the Node package (clients/node) with
+#            express-rate-limit and rate-limiter-flexible
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
 #            then Python limits' moving window against swl+redis://
 # make lint  rustfmt and clippy, as CI checks them
@@ -44,6 +45,8 @@ test: build lint
 	bash scripts/setup-python.sh
 	cd clients/python && SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 \
 		../../target/python/bin/python -m pytest -q -p no:cacheprovider tests
+	bash scripts/setup-node.sh
+	cd clients/node && SWL_MODULE=$(MODULE) node --test test/*.test.js
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh

@@ -1,0 +1,80 @@
+// The package as a user gets it: npm pack's tarball carries the repository's
+// function library byte for byte and nothing of the tests; it installs into
+// a fresh app, which loads the library into a server without the module;
+// and its types compile under tsc --strict as an application uses them.
+'use strict';
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
+const { promisify } = require('node:util');
+const { it, before, after } = require('node:test');
+const { ROOT, RedisServer } = require('./servers');
+
+const run = promisify(execFile);
+const PACKAGE = path.resolve(__dirname, '..');
+const LIBRARY = fs.readFileSync(path.join(ROOT, 'scripts', 'swl.lua'));
+
+let scratch;
+let tarball;
+before(async () => {
+  scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-swl-pack-'));
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: PACKAGE });
+  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('[')));
+  tarball = { path: path.join(scratch, packed.filename), files: packed.files.map((f) => f.path).sort() };
+});
+after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+it('packs the code, the types and the library, and nothing else', () => {
+  assert.deepEqual(tarball.files, [
+    'README.md', 'index.d.ts', 'index.js', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
+    'lib/local.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
+  ]);
+});
+
+it('installs into a fresh app, which loads the library it carries', async () => {
+  const app = path.join(scratch, 'app');
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }));
+  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], { cwd: app });
+  const installed = path.join(app, 'node_modules', 'redis-swl');
+  assert.ok(fs.readFileSync(path.join(installed, 'swl.lua')).equals(LIBRARY));
+  assert.deepEqual(fs.readdirSync(path.join(app, 'node_modules')).sort(), ['.package-lock.json', 'redis-swl']);
+
+  // The app's own node-redis: the one installed here, found through
+  // NODE_PATH, as an app's own dependency would be.
+  const server = await RedisServer.start({ module: false });
+  try {
+    const script = `
+      const { createClient } = require('redis');
+      const { SWL } = require('redis-swl');
+      (async () => {
+        const client = await createClient({ url: '${server.url}' }).connect();
+        const verdict = await new SWL({ client }).check('k', 60000, 2, { nowMs: 1000, cost: 2 });
+        console.log(JSON.stringify(verdict));
+        client.destroy();
+      })();
+    `;
+    const { stdout } = await run('node', ['-e', script], {
+      cwd: app, env: { ...process.env, NODE_PATH: path.join(PACKAGE, 'node_modules') },
+    });
+    assert.deepEqual(JSON.parse(stdout), {
+      allowed: true, limit: 2, remaining: 0, retryAfterMs: -1, resetAfterMs: 60000, windowMs: 60000,
+    });
+    const probe = await server.client();
+    try {
+      assert.equal((await probe.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'swl'])).length, 1);
+    } finally {
+      probe.destroy();
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
+it('has types that compile under tsc --strict as an application uses them', async () => {
+  const tsc = path.join(PACKAGE, 'node_modules', '.bin', 'tsc');
+  await run(tsc, ['-p', path.join(__dirname, 'types', 'tsconfig.json')], { cwd: PACKAGE });
+});

@@ -1,0 +1,39 @@
+// Compiled (not run) by packaging.test.js with tsc --strict: the package's
+// types as an application uses them.
+import { createClient } from 'redis';
+import { rateLimit as expressRateLimit } from 'express-rate-limit';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { SWL, SwlStore, RateLimiterSwl, LocalLimiter, Verdict, rateLimit, librarySource } from 'redis-swl';
+
+async function main(): Promise<void> {
+  const client = createClient();
+  const swl = new SWL({ client, encoding: 'compact', timeoutMs: 50 });
+  const verdict: Verdict = await swl.check('k', 60000, 10, { cost: 2, windows: [[1000, 2]] });
+  const seconds: number | null = verdict.retryAfterSeconds;
+  const peeked = await swl.peek('k', 60000, 10, { oldest: true });
+  const oldest: number | undefined = peeked.oldestAfterMs;
+  await swl.refund('k', 60000, 10);
+  const { units, resetAfterMs } = await swl.usage('k', 60000);
+
+  const limiter = expressRateLimit({
+    windowMs: 60000,
+    limit: 100,
+    store: new SwlStore({ sendCommand: (...args: string[]) => client.sendCommand(args), prefix: 'rl:' }),
+  });
+  const flexible = new RateLimiterSwl({
+    storeClient: client,
+    points: 5,
+    duration: 1,
+    insuranceLimiter: new RateLimiterMemory({ points: 5, duration: 1 }),
+  });
+  const result = await flexible.consume('user', 2);
+  const left: number = result.remainingPoints;
+
+  const local: Verdict = new LocalLimiter(100).check('k', [[1000, 5]], Date.now());
+  const middleware = rateLimit({ url: 'redis://127.0.0.1:6379/', windows: [[60000, 100]], policy: 'local' });
+  const failures: number = middleware.failures();
+  const source: string = librarySource('zset');
+  console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, failures, source);
+}
+
+void main;
