@@ -8,7 +8,9 @@
 #            slowapi, and the Node package (clients/node) with
 #            express-rate-limit and rate-limiter-flexible
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
-#            then Python limits' moving window against swl+redis://
+#            then Python limits' moving window against swl+redis://, then
+#            express-rate-limit and rate-limiter-flexible's fixed windows
+#            against SwlStore and RateLimiterSwl
 # make lint  rustfmt and clippy, as CI checks them
 # run, test and bench install what is missing first (scripts/setup.sh).
 
@@ -52,6 +54,8 @@ bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
 	bash scripts/setup-python.sh
 	SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 target/python/bin/python clients/python/bench/limits_bench.py
+	bash scripts/setup-node.sh
+	cd clients/node && SWL_MODULE=$(MODULE) node bench/bench.js
 
 # The axum middleware is a project of its own, with its own target directory.
 AXUM := --manifest-path examples/axum/Cargo.toml
