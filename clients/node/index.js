@@ -1,13 +1,31 @@
 // redis-swl for Node: the client, an express-rate-limit store, a
 // rate-limiter-flexible limiter, Express middleware and the local limiter.
-// RateLimiterSwl and rateLimit load rate-limiter-flexible and redis when
-// first used, so an app needs only the libraries it uses.
+// RateLimiterSwl loads rate-limiter-flexible, and rateLimit node-redis,
+// when first used, so an app needs only the libraries it uses.
 'use strict';
 
 const { SWL, Verdict, TimeoutError } = require('./lib/client');
 const { SwlStore } = require('./lib/express-rate-limit');
 const { LocalLimiter } = require('./lib/local');
 const { librarySource, ENCODINGS } = require('./lib/library');
+const { rateLimit, clientAddress, rateLimitHeaders } = require('./lib/middleware');
+
+// RateLimiterSwl extends rate-limiter-flexible's store class, so it is
+// loaded when asked for. Without rate-limiter-flexible installed, what is
+// given is a class that says so when constructed: listing or copying this
+// module's exports (as `import * as` does) must not fail.
+function loadRateLimiterSwl() {
+  try {
+    return require('./lib/rate-limiter-flexible').RateLimiterSwl;
+  } catch (error) {
+    if (error.code !== 'MODULE_NOT_FOUND' || !/rate-limiter-flexible/.test(error.message)) throw error;
+    return class RateLimiterSwl {
+      constructor() {
+        throw new Error('redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible');
+      }
+    };
+  }
+}
 
 module.exports = {
   SWL,
@@ -15,18 +33,17 @@ module.exports = {
   TimeoutError,
   SwlStore,
   LocalLimiter,
+  rateLimit,
+  clientAddress,
+  rateLimitHeaders,
   librarySource,
   ENCODINGS,
-  get RateLimiterSwl() {
-    return require('./lib/rate-limiter-flexible').RateLimiterSwl;
-  },
-  get rateLimit() {
-    return require('./lib/middleware').rateLimit;
-  },
-  get clientAddress() {
-    return require('./lib/middleware').clientAddress;
-  },
-  get rateLimitHeaders() {
-    return require('./lib/middleware').rateLimitHeaders;
-  },
 };
+let rateLimiterSwl;
+Object.defineProperty(module.exports, 'RateLimiterSwl', {
+  enumerable: true,
+  get() {
+    rateLimiterSwl = rateLimiterSwl || loadRateLimiterSwl();
+    return rateLimiterSwl;
+  },
+});

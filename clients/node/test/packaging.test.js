@@ -63,6 +63,20 @@ it('installs into a fresh app, which loads the library it carries', async () => 
     assert.deepEqual(JSON.parse(stdout), {
       allowed: true, limit: 2, remaining: 0, retryAfterMs: -1, resetAfterMs: 60000, windowMs: 60000,
     });
+    // Without rate-limiter-flexible (no NODE_PATH): the exports can be
+    // listed and copied, and RateLimiterSwl says what it needs.
+    const alone = await run('node', ['-e', `
+      const swl = require('redis-swl');
+      const copy = { ...swl };
+      try {
+        new copy.RateLimiterSwl({});
+      } catch (error) {
+        console.log(JSON.stringify([Object.keys(swl).length, error.message]));
+      }
+    `], { cwd: app });
+    assert.deepEqual(JSON.parse(alone.stdout), [
+      11, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
+    ]);
     const probe = await server.client();
     try {
       assert.equal((await probe.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'swl'])).length, 1);
