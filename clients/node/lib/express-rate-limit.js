@@ -18,10 +18,16 @@ class SwlStore {
     this.fixedLimit = options.limit;
     this.windowMs = undefined;
     this.limit = undefined;
-    // Denied requests whose decrement is still to come, by key: their
-    // reset times. Such a decrement must give nothing back (see decrement).
+    // Denials by key, as the times their decrement stops being possible
+    // (express-rate-limit skips a decrement once the reset time it was
+    // given has passed). A denied request recorded nothing, so a decrement
+    // that finds one pending gives nothing back (see decrement).
     this.denials = new Map();
-    this.denialsDecremented = false;
+    // Whether express-rate-limit decrements at all (skipFailedRequests or
+    // skipSuccessfulRequests); set by init.
+    this.decrements = false;
+    // The size of `denials` at which stale ones are swept from every key.
+    this.sweepAt = 1024;
     // Why init refused the limiter's options, for every increment to say
     // (express-rate-limit v8 only logs what init throws).
     this.initError = new Error('SwlStore: express-rate-limit did not initialise the store');
@@ -39,24 +45,7 @@ class SwlStore {
     }
     this.limit = limit;
     this.initError = null;
-    this.denialsDecremented = SwlStore.decrementsDenials(options);
-  }
-
-  // Whether express-rate-limit will decrement after a denied request:
-  // skipFailedRequests does when the denial's status (options.statusCode,
-  // 429 by default) is not a success, skipSuccessfulRequests when it is.
-  static decrementsDenials({ skipFailedRequests, skipSuccessfulRequests, requestWasSuccessful, statusCode = 429 }) {
-    if (!skipFailedRequests && !skipSuccessfulRequests) return false;
-    let success = statusCode < 400;
-    if (typeof requestWasSuccessful === 'function') {
-      try {
-        const answer = requestWasSuccessful({}, { statusCode });
-        if (typeof answer === 'boolean') success = answer;
-      } catch {
-        // a callback that needs a real request: assume the status decides
-      }
-    }
-    return success ? Boolean(skipSuccessfulRequests) : Boolean(skipFailedRequests);
+    this.decrements = Boolean(options.skipFailedRequests || options.skipSuccessfulRequests);
   }
 
   key(key) {
@@ -74,17 +63,32 @@ class SwlStore {
     // is when the request would fit (or, for a limit of 0, a window).
     const waitMs = verdict.retryAfterMs >= 0 ? verdict.retryAfterMs : this.windowMs;
     const resetTime = new Date(now + waitMs);
-    if (this.denialsDecremented) {
-      const pending = this.denials.get(key) || [];
-      pending.push(resetTime.getTime());
-      this.denials.set(key, pending);
-    }
+    if (this.decrements) this.remember(key, resetTime.getTime(), now);
     return { totalHits: this.limit + 1, resetTime };
   }
 
+  // Whether a denial's decrement will come depends on the status the
+  // response ends with and on requestWasSuccessful, which the store cannot
+  // know: every denial is remembered until its decrement would be skipped.
+  // One that no decrement claims then only lapses; one claimed by an
+  // admitted request's decrement instead leaves that request's unit
+  // recorded, which can only make the limit stricter, never looser.
+  remember(key, until, now) {
+    const pending = (this.denials.get(key) || []).filter((time) => time > now);
+    pending.push(until);
+    this.denials.set(key, pending);
+    if (this.denials.size >= this.sweepAt) {
+      for (const [other, times] of this.denials) {
+        const live = times.filter((time) => time > now);
+        if (live.length) this.denials.set(other, live);
+        else this.denials.delete(other);
+      }
+      this.sweepAt = Math.max(1024, 2 * this.denials.size);
+    }
+  }
+
   // Gives a request's unit back (SWL.REFUND). A denied request recorded
-  // nothing, so its decrement gives nothing back; express-rate-limit skips
-  // a decrement whose reset time has passed, so such denials are dropped.
+  // nothing, so a decrement that finds a denial pending takes it instead.
   async decrement(key) {
     const pending = this.denials.get(key);
     if (pending) {

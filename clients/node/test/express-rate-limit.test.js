@@ -165,6 +165,64 @@ for (const module of [true, false]) {
 }
 
 describe('SwlStore', () => {
+  it('admits the limit when the status of a denial is judged by an async requestWasSuccessful', async () => {
+    const server = await RedisServer.start();
+    const redis = await server.client();
+    try {
+      const store = new SwlStore({ sendCommand: (...args) => redis.sendCommand(args), prefix: 'async:' });
+      const app = express();
+      app.use(VERSIONS[0][1]({
+        windowMs: 60000,
+        limit: 5,
+        keyGenerator: byUser,
+        skipSuccessfulRequests: true,
+        // Anything below 500 succeeds: the 429s are decremented, the 500s not.
+        requestWasSuccessful: async (req, res) => res.statusCode < 500,
+        store,
+      }));
+      app.get('/fail', (req, res) => res.status(500).send('failed'));
+      const listening = await new Promise((resolve) => {
+        const s = app.listen(0, '127.0.0.1', () => resolve(s));
+      });
+      try {
+        const url = `http://127.0.0.1:${listening.address().port}/fail`;
+        const codes = [];
+        for (let i = 0; i < 12; i += 1) {
+          codes.push((await fetch(url, { headers: { 'x-user': 'u' } })).status);
+          await eventually(() => store.denials.size, 0);
+        }
+        assert.deepEqual(codes, [500, 500, 500, 500, 500, 429, 429, 429, 429, 429, 429, 429]);
+        assert.equal((await redis.sendCommand(['SWL.ENTRIES', 'async:u'])).length, 5);
+      } finally {
+        listening.closeAllConnections();
+        listening.close();
+      }
+    } finally {
+      redis.destroy();
+      await server.stop();
+    }
+  });
+
+  it('forgets denials whose decrement can no longer come', async () => {
+    const server = await RedisServer.start();
+    const redis = await server.client();
+    try {
+      const store = new SwlStore({ sendCommand: (...args) => redis.sendCommand(args) });
+      // A limit of 0 denies everything, with a reset one window away.
+      store.init({ windowMs: 200, limit: 0, skipFailedRequests: true });
+      await Promise.all(Array.from({ length: 1100 }, (_, i) => store.increment(`early${i}`)));
+      assert.equal(store.denials.size, 1100);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      // Swept once the map doubles: what is left is what can still come.
+      await Promise.all(Array.from({ length: 1000 }, (_, i) => store.increment(`late${i}`)));
+      assert.equal(store.denials.size, 1000);
+      assert.ok([...store.denials.keys()].every((key) => key.startsWith('late')));
+    } finally {
+      redis.destroy();
+      await server.stop();
+    }
+  });
+
   it('says what it needs when the limit is a function', async () => {
     const store = new SwlStore({ sendCommand: () => Promise.reject(new Error('not called')) });
     const errors = [];
