@@ -24,8 +24,8 @@ try {
     key: clientAddress,
   });
 } catch (error) {
-  // an unknown policy, or windows that are not [[windowMs, limit], ...]
-  console.error(`POLICY: ${error.message}`);
+  // POLICY names no policy, or another setting is unusable
+  console.error(`${error.message.startsWith('unknown policy') ? 'POLICY' : 'rate limiter'}: ${error.message}`);
   process.exit(1);
 }
 

@@ -188,7 +188,7 @@ class SWL {
 
   // Loads the function library on the server (for a cluster, on the node
   // that serves `key`), replacing an older one with { replace: true }.
-  async loadLibrary(key = 'redis-swl', { replace = false } = {}) {
+  async loadLibrary({ replace = false, key = 'redis-swl' } = {}) {
     const command = ['FUNCTION', 'LOAD', ...(replace ? ['REPLACE'] : []), librarySource(this.encoding)];
     try {
       await this.send(key, command, false);
@@ -217,7 +217,7 @@ class SWL {
     } catch (error) {
       if (!isMissingFunction(error)) throw explained(error, args, true);
     }
-    await this.loadLibrary(key);
+    await this.loadLibrary({ key });
     try {
       return await this.send(key, fcall, false);
     } catch (error) {
@@ -226,4 +226,4 @@ class SWL {
   }
 }
 
-module.exports = { SWL, Verdict, TimeoutError, MAX_LIMIT, requestArgs, senderOf };
+module.exports = { SWL, Verdict, TimeoutError, MAX_LIMIT, requestArgs, senderOf, withTimeout };

@@ -15,7 +15,7 @@
 //   limiter.failures();         // requests the policy decided, for a health endpoint
 'use strict';
 
-const { SWL } = require('./client');
+const { SWL, withTimeout } = require('./client');
 const { LocalLimiter } = require('./local');
 
 const POLICIES = Object.freeze(['open', 'closed', 'local']);
@@ -49,35 +49,52 @@ function checkWindows(windows) {
   if (!valid) throw new TypeError('windows must be [[windowMs, limit], ...]: whole numbers, windowMs above 0');
 }
 
-// A node-redis connection that is dropped when it fails, so the next
-// attempt connects afresh, and that queues nothing while disconnected.
+// A node-redis connection that queues nothing while disconnected, shared
+// by concurrent requests once it is ready, and dropped when a command on it
+// fails other than by an error reply (refused, reset, timed out), so that
+// the next attempt connects afresh. Only the connection that failed is
+// dropped: a request that failed on an old one leaves a new one alone.
 function connection(url, timeoutMs) {
-  const { createClient } = require('redis'); // eslint-disable-line global-require
-  let client = null;
-  const drop = () => {
-    const old = client;
-    client = null;
+  const { createClient, ErrorReply } = require('redis'); // eslint-disable-line global-require
+  let ready = null; // a promise of the connected client
+  let current = null;
+  const drop = (failed) => {
+    if (failed !== undefined && failed !== current) return;
+    const old = current;
+    current = null;
+    ready = null;
     try {
       if (old) old.destroy();
     } catch {
       // already closed
     }
   };
-  const connected = async () => {
-    if (!client) {
+  const connected = () => {
+    if (!ready) {
       const fresh = createClient({
         url,
         socket: { connectTimeout: timeoutMs, reconnectStrategy: false },
         disableOfflineQueue: true,
       });
       fresh.on('error', () => {}); // failures surface as rejected calls
-      client = fresh;
-      await fresh.connect();
+      current = fresh;
+      ready = fresh.connect().then(() => fresh, (error) => {
+        drop(fresh);
+        throw error;
+      });
     }
-    return client;
+    return ready;
   };
-  const sendCommand = async (...args) => (await connected()).sendCommand(args);
-  return { sendCommand, connected, drop };
+  const sendCommand = async (...args) => {
+    const client = await withTimeout(connected(), timeoutMs);
+    try {
+      return await withTimeout(client.sendCommand(args), timeoutMs);
+    } catch (error) {
+      if (!(error instanceof ErrorReply)) drop(client);
+      throw error;
+    }
+  };
+  return { sendCommand, connected, drop: () => drop() };
 }
 
 // key(req) names the client a request counts against: a string, or a
@@ -97,9 +114,17 @@ function rateLimit({
     throw new TypeError(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);
   }
   checkWindows(windows);
+  if (!Number.isSafeInteger(cost) || cost < 1 || cost > 100000) {
+    throw new TypeError(`cost must be a whole number from 1 to 100000, not ${String(cost)}`);
+  }
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new TypeError(`timeoutMs must be a whole number of milliseconds above 0, not ${String(timeoutMs)}`);
+  }
   const [[windowMs, limit], ...moreWindows] = windows;
+  // The connection times each command itself, so that it can drop the
+  // connection a command timed out on.
   const redis = connection(url, timeoutMs);
-  const swl = new SWL({ sendCommand: redis.sendCommand, encoding, timeoutMs });
+  const swl = new SWL({ sendCommand: redis.sendCommand, encoding });
   const local = new LocalLimiter(maxLocalClients);
   let delayMs = 0;
   let retryAt = 0;
@@ -113,8 +138,6 @@ function rateLimit({
       retryAt = 0;
       return verdict;
     } catch (error) {
-      // An error reply leaves the connection usable; anything else drops it.
-      if (!(error && error.constructor && error.constructor.name === 'ErrorReply')) redis.drop();
       delayMs = Math.min(1000, delayMs * 2 || 50);
       retryAt = Date.now() + delayMs;
       console.warn(`rate limit: Redis unavailable (${error && error.message})`);
@@ -123,7 +146,7 @@ function rateLimit({
   };
 
   // Connect now rather than on the first request.
-  redis.connected().catch(redis.drop);
+  redis.connected().catch(() => {});
 
   const middleware = async (req, res, next) => {
     // Express 5 passes a key function's rejection on to the error handler.

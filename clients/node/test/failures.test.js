@@ -147,3 +147,49 @@ for (const [name, connect] of CLIENTS) {
     }
   });
 }
+
+it('the middleware returns to Redis after a restart under concurrent requests', async () => {
+  const server = await RedisServer.start();
+  const { rateLimit: middleware } = require('..');
+  const limiter = middleware({
+    url: server.url, windows: [[60000, 1000000]], policy: 'local', key: (req) => req.get('x-user'),
+  });
+  const app = express();
+  app.use(limiter);
+  app.get('/', (req, res) => res.send('ok'));
+  const listening = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const url = `http://127.0.0.1:${listening.address().port}/`;
+  // The sources of 50 requests sent at once, from 50 clients.
+  const burst = () => Promise.all(Array.from({ length: 50 }, async (_, i) => {
+    const response = await fetch(url, { headers: { 'x-user': `user${i}` } });
+    await response.text();
+    return response.headers.get('ratelimit-source');
+  }));
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    await server.kill();
+    assert.ok((await burst()).every((source) => source === 'local'));
+    await server.restart();
+    await returnsToRedis('restarted', async () => (await burst()).every((source) => source === 'redis'));
+  } finally {
+    console.warn = warn;
+    limiter.close();
+    listening.closeAllConnections();
+    listening.close();
+    await server.stop();
+  }
+});
+
+it('the middleware refuses a cost, a timeout or windows it cannot use', () => {
+  const { rateLimit: middleware } = require('..');
+  const url = 'redis://127.0.0.1:1/';
+  for (const cost of [0, 1.5, 100001]) {
+    assert.throws(() => middleware({ url, windows: [[1000, 1]], cost }), /cost must be a whole number from 1 to 100000/);
+  }
+  assert.throws(() => middleware({ url, windows: [[1000, 1]], timeoutMs: 0 }), /timeoutMs must be/);
+  assert.throws(() => middleware({ url, windows: [] }), /windows must be/);
+  assert.throws(() => middleware({ url, windows: [[1000, 1]], policy: 'fail-open' }), /unknown policy "fail-open"/);
+});
