@@ -7,9 +7,8 @@
 
 const { Verdict } = require('./client');
 
-// Index of the first entry after `time` in an ascending log.
-function firstAfter(log, time) {
-  let low = 0;
+// Index of the first entry after `time` in an ascending log, from `low`.
+function firstAfter(log, time, low = 0) {
   let high = log.length;
   while (low < high) {
     const mid = (low + high) >>> 1;
@@ -29,9 +28,55 @@ function waitsLonger(retry, than) {
   return retry > than;
 }
 
+// One client's entries, ascending. The head is dropped by moving `start`
+// and the array is compacted only when half of it is dropped, so trimming
+// costs O(1) amortised rather than a copy of the log.
+class Log {
+  constructor() {
+    this.times = [];
+    this.start = 0;
+  }
+
+  get length() {
+    return this.times.length - this.start;
+  }
+
+  at(index) {
+    return this.times[this.start + index];
+  }
+
+  // How many entries are at or before `time`.
+  countThrough(time) {
+    return firstAfter(this.times, time, this.start) - this.start;
+  }
+
+  dropThrough(time) {
+    this.start = firstAfter(this.times, time, this.start);
+    if (this.start > 1024 && this.start * 2 > this.times.length) {
+      this.times = this.times.slice(this.start);
+      this.start = 0;
+    }
+  }
+
+  dropNewest(n) {
+    this.times.length = Math.max(this.start, this.times.length - n);
+  }
+
+  // `cost` entries at `time`, in time order.
+  add(time, cost) {
+    const at = firstAfter(this.times, time, this.start);
+    // Out of time order is rare; a cost is at most 100000 entries.
+    const after = at === this.times.length ? [] : this.times.splice(at);
+    for (let i = 0; i < cost; i += 1) this.times.push(time);
+    for (const later of after) this.times.push(later);
+  }
+}
+
 class LocalLimiter {
   // Logs for at most maxClients keys; the least recently used key is
   // forgotten first (a forgotten client starts afresh). A Map keeps order.
+  // Each call costs O(log n) plus the entries it trims or writes: a log is
+  // trimmed by dropping its head in place, not by copying it.
   constructor(maxClients = 10000) {
     this.maxClients = maxClients;
     this.logs = new Map();
@@ -40,13 +85,11 @@ class LocalLimiter {
   // SWL.CHECK: trim, count, record if every window has room.
   // windows: [[windowMs, limit], ...].
   check(key, windows, nowMs, cost = 1) {
-    let log = this.trimmed(key, windows, nowMs);
+    const log = this.trimmed(key, windows, nowMs);
     let counts = LocalLimiter.counts(log, windows, nowMs);
     const allowed = windows.every(([, limit], i) => counts[i] + cost <= limit);
     if (allowed) {
-      // Not splice(at, 0, ...entries): a cost of 100000 passes too many arguments.
-      const at = firstAfter(log, nowMs);
-      log = log.slice(0, at).concat(new Array(cost).fill(nowMs), log.slice(at));
+      log.add(nowMs, cost);
       counts = counts.map((count) => count + cost);
     }
     const verdict = LocalLimiter.verdict(log, windows, counts, nowMs, cost, allowed, false);
@@ -58,7 +101,7 @@ class LocalLimiter {
   // a peek replies then.
   refund(key, windows, nowMs, cost = 1) {
     const log = this.trimmed(key, windows, nowMs);
-    log.splice(Math.max(0, log.length - cost));
+    log.dropNewest(cost);
     let counts = LocalLimiter.counts(log, windows, nowMs);
     const allowed = windows.every(([, limit], i) => counts[i] + cost <= limit);
     if (allowed) counts = counts.map((count) => count + cost);
@@ -69,9 +112,10 @@ class LocalLimiter {
 
   trimmed(key, windows, nowMs) {
     const widest = Math.max(...windows.map(([ms]) => ms));
-    const log = this.logs.get(key) || [];
+    const log = this.logs.get(key) || new Log();
     this.logs.delete(key);
-    return log.slice(firstAfter(log, nowMs - widest));
+    log.dropThrough(nowMs - widest);
+    return log;
   }
 
   keep(key, log) {
@@ -82,7 +126,7 @@ class LocalLimiter {
   }
 
   static counts(log, windows, nowMs) {
-    return windows.map(([ms]) => log.length - firstAfter(log, nowMs - ms));
+    return windows.map(([ms]) => log.length - log.countThrough(nowMs - ms));
   }
 
   // As the module's: the window with the least left when admitted, the one
@@ -100,7 +144,7 @@ class LocalLimiter {
       if (count + cost <= limit) return;
       if (cost <= limit) {
         const rank = log.length - (limit - cost + 1);
-        described.retry = rank >= 0 && rank < log.length ? Math.max(1, untilLeft(log[rank], windowMs, nowMs)) : 1;
+        described.retry = rank >= 0 && rank < log.length ? Math.max(1, untilLeft(log.at(rank), windowMs, nowMs)) : 1;
       }
       if (binding === null || waitsLonger(described.retry, binding.retry)) binding = described;
     });
@@ -108,7 +152,8 @@ class LocalLimiter {
       const [[windowMs, limit]] = windows;
       binding = { limit, remaining: Math.max(0, limit - counts[0]), retry: allowed ? -1 : 1, windowMs };
     }
-    let newest = log.length && log[log.length - 1] > nowMs - widest ? log[log.length - 1] : null;
+    const last = log.length ? log.at(log.length - 1) : null;
+    let newest = last !== null && last > nowMs - widest ? last : null;
     if (pending) newest = newest === null ? nowMs : Math.max(newest, nowMs);
     const reset = newest === null ? 0 : untilLeft(newest, widest, nowMs);
     return new Verdict(allowed, binding.limit, binding.remaining, binding.retry, reset, binding.windowMs);
