@@ -8,6 +8,9 @@ const RateLimiterStoreAbstract = require('rate-limiter-flexible/lib/RateLimiterS
 const RateLimiterRes = require('rate-limiter-flexible/lib/RateLimiterRes');
 const { SWL, MAX_LIMIT } = require('./client');
 
+// The most entries one call writes (the module's cap on COST).
+const MAX_COST = 100000;
+
 class RateLimiterSwl extends RateLimiterStoreAbstract {
   // opts: rate-limiter-flexible's (storeClient: a node-redis client or
   // cluster, or an ioredis client; points; duration; keyPrefix;
@@ -22,6 +25,7 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     if (this.execEvenly) throw new TypeError('RateLimiterSwl: execEvenly is not supported');
     this.client = opts.storeClient;
     this.swl = new SWL({ client: opts.storeClient, encoding: opts.encoding, timeoutMs: opts.timeoutMs });
+    this.windowMs(); // refuses a duration that is no window now, not at the first call
   }
 
   windowMs(options) {
@@ -48,11 +52,12 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     const units = this.points - verdict.remaining;
     if (verdict.allowed) return this.result(units, verdict.resetAfterMs, units === pointsToConsume);
     const res = this.result(units, verdict.retryAfterMs, false);
-    // blockDuration: the rejection that crosses the limit blocks, as in
-    // RateLimiterRedis; one while the log is over it (blocked, or
-    // penalised) does not, so retrying neither lengthens a block nor
-    // grows the log.
-    if (this.blockDuration > 0 && (await this.units(rlKey, windowMs)) <= this.points) {
+    // blockDuration: a rejection blocks for at least blockDuration. Where
+    // the log's own wait is as long, nothing is written; a rejection while
+    // the log is over the limit (blocked, or penalised) writes nothing
+    // either, so retrying neither lengthens a block nor grows the log.
+    if (this.blockDuration > 0 && verdict.retryAfterMs >= 0 && verdict.retryAfterMs < this.msBlockDuration
+      && (await this.units(rlKey, windowMs)) <= this.points) {
       await this._block(rlKey, this._getBlockedPoints(), this.msBlockDuration, options);
       res.msBeforeNext = this.msBlockDuration;
       res.remainingPoints = 0;
@@ -110,7 +115,10 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     const blocking = async () => {
       if (!(msDuration > 0)) throw new TypeError('RateLimiterSwl: a block needs a duration of more than 0 s');
       const nowMs = Date.now() + msDuration - this.windowMs(options);
-      await this.swl.check(rlKey, msDuration, MAX_LIMIT, { cost: initPoints, nowMs });
+      // A call writes at most MAX_COST entries.
+      for (let left = initPoints; left > 0; left -= MAX_COST) {
+        await this.swl.check(rlKey, msDuration, MAX_LIMIT, { cost: Math.min(left, MAX_COST), nowMs });
+      }
       return new RateLimiterRes(0, msDuration, initPoints);
     };
     return new Promise((resolve, reject) => {

@@ -158,6 +158,17 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await rl.consume('blocked'), res(POINTS - 1, WINDOW_MS, 1, true));
     });
 
+    it('writes no block shorter than the wait the log gives', async () => {
+      const rl = limiter({ points: 3, duration: 6, blockDuration: 1 });
+      for (let i = 0; i < 3; i += 1) await rl.consume('short');
+      for (let i = 0; i < 3; i += 1) {
+        const [outcome, value] = await settle(rl.consume('short'));
+        assert.equal(outcome, 'rejected');
+        assert.ok(value.msBeforeNext > 5000 && value.msBeforeNext <= 6000, String(value.msBeforeNext));
+      }
+      assert.equal((await entries('rlswl:short')).length, 3);
+    });
+
     it('blocks for blockDuration at the rejection that crosses the limit, and only then', async () => {
       const rl = limiter({ points: 1, blockDuration: 90 });
       await rl.consume('b');
@@ -183,8 +194,8 @@ describe('RateLimiterSwl', () => {
     const storeClient = { sendCommand() {} };
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 1, inMemoryBlockOnConsumed: 10 }),
       /inMemoryBlockOnConsumed is not supported/);
-    const rl = new RateLimiterSwl({ storeClient, points: 5, duration: 0.0001 });
-    await assert.rejects(rl.consume('k'), /not a window of whole milliseconds/);
+    assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0.0001 }), /not a window of whole milliseconds/);
+    assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0 }), /not a window of whole milliseconds/);
     await assert.rejects(new RateLimiterSwl({ storeClient, points: 5, duration: 1 }).set('k', 1, 1), /set is not supported/);
   });
 });
