@@ -1,8 +1,8 @@
-// Types of redis-swl for Node.
+// Types of redis-swl for Node. They name nothing of the optional peers
+// (express-rate-limit, rate-limiter-flexible), so an app compiles without
+// the ones it does not use; the classes match those libraries'
+// interfaces by their shape.
 /// <reference types="node" />
-
-import type { Store, Options as ExpressRateLimitOptions, IncrementResponse, ClientRateLimitInfo } from 'express-rate-limit';
-import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
 
 /** The parts of an Express request the middleware reads (Express itself ships no types). */
 export interface RequestLike {
@@ -37,7 +37,9 @@ export declare class Verdict {
   static fromReply(reply: readonly unknown[]): Verdict;
 }
 
-export declare class TimeoutError extends Error {}
+export declare class TimeoutError extends Error {
+  constructor(ms: number);
+}
 
 /** rate-limit-redis's sendCommand: (...args) => the reply. */
 export type SendCommandFn = (...args: string[]) => Promise<unknown>;
@@ -81,8 +83,8 @@ export declare class SWL {
   usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
   /** Removes the log; true if there was one. */
   delete(key: string | Buffer): Promise<boolean>;
-  /** Loads the function library (on a cluster, on the node serving key). */
-  loadLibrary(key?: string, options?: { replace?: boolean }): Promise<void>;
+  /** Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. */
+  loadLibrary(options?: { replace?: boolean; key?: string }): Promise<void>;
 }
 
 export type SwlStoreOptions = Sender & CommonOptions & {
@@ -92,23 +94,57 @@ export type SwlStoreOptions = Sender & CommonOptions & {
   limit?: number;
 };
 
+/** What express-rate-limit's store calls answer. */
+export interface ClientRateLimitInfo {
+  totalHits: number;
+  resetTime: Date | undefined;
+}
+
 /** An express-rate-limit (v7, v8) store: a sliding-window log. */
-export declare class SwlStore implements Store {
+export declare class SwlStore {
   constructor(options: SwlStoreOptions);
   prefix: string;
-  init(options: ExpressRateLimitOptions): void;
-  increment(key: string): Promise<IncrementResponse>;
+  /** Called by express-rate-limit with its options. */
+  init(options: { windowMs: number; limit?: number | ((...args: any[]) => unknown); max?: unknown; [option: string]: unknown }): void;
+  increment(key: string): Promise<ClientRateLimitInfo>;
   decrement(key: string): Promise<void>;
   get(key: string): Promise<ClientRateLimitInfo | undefined>;
   resetKey(key: string): Promise<void>;
 }
 
-/** rate-limiter-flexible's store options (storeClient, points, duration, keyPrefix, blockDuration, insuranceLimiter), and ours. */
-export type RateLimiterSwlOptions = ConstructorParameters<typeof RateLimiterStoreAbstract>[0] & CommonOptions;
+/** rate-limiter-flexible's store options that RateLimiterSwl takes, and ours. */
+export interface RateLimiterSwlOptions extends CommonOptions {
+  /** A node-redis client or cluster (v5), or an ioredis client. */
+  storeClient: object;
+  points?: number;
+  /** Seconds: a whole number of milliseconds. */
+  duration?: number;
+  keyPrefix?: string;
+  blockDuration?: number;
+  /** A rate-limiter-flexible limiter that answers while Redis cannot. */
+  insuranceLimiter?: object;
+}
 
-/** A rate-limiter-flexible limiter: points per duration as a sliding log. */
-export declare class RateLimiterSwl extends RateLimiterStoreAbstract {
+/** rate-limiter-flexible's RateLimiterRes. */
+export interface RateLimiterResult {
+  remainingPoints: number;
+  msBeforeNext: number;
+  consumedPoints: number;
+  isFirstInDuration: boolean;
+}
+
+/** A rate-limiter-flexible limiter: points per duration as a sliding log. Rejections are RateLimiterResults. */
+export declare class RateLimiterSwl {
   constructor(options: RateLimiterSwlOptions);
+  readonly points: number;
+  readonly duration: number;
+  readonly keyPrefix: string;
+  consume(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  penalty(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  reward(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  get(key: string | number, options?: { customDuration?: number }): Promise<RateLimiterResult | null>;
+  delete(key: string | number): Promise<boolean>;
+  block(key: string | number, secDuration: number): Promise<RateLimiterResult>;
 }
 
 /** A sliding-window log in process memory, replying as the module does. */

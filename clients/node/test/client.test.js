@@ -117,6 +117,22 @@ describe('the client', () => {
     }
   });
 
+  it('replaces a library from before on request', async () => {
+    const server = await RedisServer.start({ module: false });
+    const client = await server.client();
+    try {
+      const old = librarySource('zset').replace("function_name = 'swl_peek'", "function_name = 'swl_peek_old'");
+      await client.sendCommand(['FUNCTION', 'LOAD', old]);
+      const swl = new SWL({ client });
+      await assert.rejects(swl.peek('k', 1000, 1), /Function not found/);
+      await swl.loadLibrary({ replace: true });
+      assert.equal((await swl.peek('k', 1000, 1)).allowed, true);
+    } finally {
+      client.destroy();
+      await server.stop();
+    }
+  });
+
   it('refuses an unknown encoding and a sender it cannot use', () => {
     assert.throws(() => new SWL({ sendCommand: () => {}, encoding: 'list' }), /encoding must be one of zset, compact/);
     assert.throws(() => new SWL({}), /exactly one of sendCommand, sendCommandCluster or client/);

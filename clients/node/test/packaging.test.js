@@ -91,4 +91,19 @@ it('installs into a fresh app, which loads the library it carries', async () => 
 it('has types that compile under tsc --strict as an application uses them', async () => {
   const tsc = path.join(PACKAGE, 'node_modules', '.bin', 'tsc');
   await run(tsc, ['-p', path.join(__dirname, 'types', 'tsconfig.json')], { cwd: PACKAGE });
+  // An app with the package alone (no express-rate-limit, no
+  // rate-limiter-flexible) compiles too: the types name no optional peer.
+  const app = path.join(scratch, 'app');
+  fs.writeFileSync(path.join(app, 'alone.ts'), [
+    "import { SWL, SwlStore, RateLimiterSwl, Verdict } from 'redis-swl';",
+    'declare const client: object;',
+    'export async function f(): Promise<boolean> {',
+    '  const verdict: Verdict = await new SWL({ client }).check("k", 1000, 1);',
+    '  const store = new SwlStore({ client, prefix: "p:" });',
+    '  const limiter = new RateLimiterSwl({ storeClient: client, points: 1, duration: 1 });',
+    '  return verdict.allowed && store.prefix === "p:" && limiter.points === 1;',
+    '}',
+  ].join('\n'));
+  await run(tsc, ['--strict', '--noEmit', '--module', 'node16', '--moduleResolution', 'node16', '--target', 'es2022',
+    '--typeRoots', path.join(PACKAGE, 'node_modules', '@types'), '--types', 'node', 'alone.ts'], { cwd: app });
 });

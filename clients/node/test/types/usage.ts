@@ -14,6 +14,7 @@ async function main(): Promise<void> {
   const oldest: number | undefined = peeked.oldestAfterMs;
   await swl.refund('k', 60000, 10);
   const { units, resetAfterMs } = await swl.usage('k', 60000);
+  await swl.loadLibrary({ replace: true });
 
   const limiter = expressRateLimit({
     windowMs: 60000,
