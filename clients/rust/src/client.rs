@@ -1,0 +1,426 @@
+//! The client: SWL.CHECK, SWL.PEEK and SWL.REFUND as typed verdicts, over
+//! any redis-rs async connection, through the module where the server has
+//! it and through the function library (FCALL) where it does not.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, RedisResult};
+
+/// The function library, `scripts/swl.lua` of the repository this crate was
+/// built from (the crate's `swl.lua` is a link to it, packaged as the file).
+const LIBRARY: &str = include_str!("../swl.lua");
+const ENCODING_LINE: &str = "\nlocal ENCODING = 'zset'\n";
+
+/// How logs are stored: a sorted set, or redis-swl's compact string of
+/// 4-byte slots. Where the module is loaded, its own `swl.encoding`
+/// setting decides; this is for logs the function library creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// A sorted set, readable with ZRANGE (the default).
+    #[default]
+    Zset,
+    /// A compact log: about 4 bytes per entry.
+    Compact,
+}
+
+impl Encoding {
+    /// The name the module and the library use: `zset` or `compact`.
+    ///
+    /// ```
+    /// use redis_swl_client::Encoding;
+    /// assert_eq!(Encoding::Compact.name(), "compact");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Zset => "zset",
+            Encoding::Compact => "compact",
+        }
+    }
+}
+
+/// The function library's source, creating new logs in `encoding`: what
+/// the client loads with FUNCTION LOAD where the server has no module.
+///
+/// ```
+/// use redis_swl_client::{library_source, Encoding};
+/// assert!(library_source(Encoding::Compact).contains("local ENCODING = 'compact'"));
+/// assert!(library_source(Encoding::Zset).contains("redis.register_function"));
+/// ```
+pub fn library_source(encoding: Encoding) -> &'static str {
+    static COMPACT: OnceLock<String> = OnceLock::new();
+    match encoding {
+        Encoding::Zset => LIBRARY,
+        Encoding::Compact => COMPACT
+            .get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'compact'\n", 1)),
+    }
+}
+
+/// One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name, as the Python
+/// and Node clients give it.
+///
+/// `limit`, `remaining` and `retry_after_ms` describe the window named by
+/// `window_ms`: the one with the least left, or the one that denied.
+///
+/// ```
+/// use redis_swl_client::Verdict;
+/// let verdict = Verdict::from_reply(&[0, 3, 0, 1500, 59000, 60000]).unwrap();
+/// assert!(!verdict.allowed);
+/// assert_eq!(verdict.retry_after_seconds(), Some(2));
+/// assert_eq!(verdict.oldest_after_ms, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// Admitted (and, for a check, recorded).
+    pub allowed: bool,
+    /// The limit of the window the verdict describes.
+    pub limit: u64,
+    /// Units left in that window.
+    pub remaining: u64,
+    /// When a denied request would fit; -1 when admitted, or when waiting
+    /// cannot help (a cost above the limit).
+    pub retry_after_ms: i64,
+    /// When the log's newest entry leaves the widest window (0 for an empty
+    /// log).
+    pub reset_after_ms: i64,
+    /// The window the verdict describes.
+    pub window_ms: u64,
+    /// Only from a peek with [`Options::oldest`]: when the oldest entry in
+    /// that window leaves it.
+    pub oldest_after_ms: Option<i64>,
+}
+
+impl Verdict {
+    /// The verdict of six integers (seven with OLDEST); `None` for anything
+    /// else.
+    pub fn from_reply(reply: &[i64]) -> Option<Verdict> {
+        let (six, oldest) = match reply.len() {
+            6 => (reply, None),
+            7 => (&reply[..6], Some(reply[6])),
+            _ => return None,
+        };
+        let &[allowed, limit, remaining, retry, reset, window] = six else {
+            return None;
+        };
+        Some(Verdict {
+            allowed: allowed == 1,
+            limit: u64::try_from(limit).ok()?,
+            remaining: u64::try_from(remaining).ok()?,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+            window_ms: u64::try_from(window).ok()?,
+            oldest_after_ms: oldest,
+        })
+    }
+
+    /// Whole seconds for a `Retry-After` header (rounded up), or `None`
+    /// when admitted or when waiting cannot help.
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        u64::try_from(self.retry_after_ms)
+            .ok()
+            .map(|ms| ms.div_ceil(1000))
+    }
+}
+
+/// What a call adds to the key, window and limit: its cost, further
+/// windows, its time, and PENALIZE (check) or OLDEST (peek).
+///
+/// ```
+/// use redis_swl_client::Options;
+/// let options = Options::new().cost(2).window(1_000, 10);
+/// assert_eq!(options.args(60_000, 100), ["60000", "100", "*", "COST", "2", "WINDOW", "1000", "10"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    cost: u64,
+    windows: Vec<(u64, u64)>,
+    now_ms: Option<u64>,
+    penalize: bool,
+    oldest: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cost: 1,
+            windows: Vec::new(),
+            now_ms: None,
+            penalize: false,
+            oldest: false,
+        }
+    }
+}
+
+impl Options {
+    /// A request of one unit, on the server's clock.
+    pub fn new() -> Options {
+        Options::default()
+    }
+
+    /// The request weighs `cost` units (1 to 100000).
+    pub fn cost(mut self, cost: u64) -> Options {
+        self.cost = cost;
+        self
+    }
+
+    /// Another window on the same log: every window must admit.
+    pub fn window(mut self, window_ms: u64, limit: u64) -> Options {
+        self.windows.push((window_ms, limit));
+        self
+    }
+
+    /// Further windows, as (window_ms, limit) pairs.
+    pub fn windows(mut self, windows: impl IntoIterator<Item = (u64, u64)>) -> Options {
+        self.windows.extend(windows);
+        self
+    }
+
+    /// The request's time, Unix milliseconds (the server's clock by default).
+    pub fn now_ms(mut self, now_ms: u64) -> Options {
+        self.now_ms = Some(now_ms);
+        self
+    }
+
+    /// SWL.CHECK only: record a denied request too.
+    pub fn penalize(mut self) -> Options {
+        self.penalize = true;
+        self
+    }
+
+    /// SWL.PEEK only: add `oldest_after_ms` to the verdict.
+    pub fn oldest(mut self) -> Options {
+        self.oldest = true;
+        self
+    }
+
+    /// The arguments after the key, as the module and the library take them.
+    pub fn args(&self, window_ms: u64, limit: u64) -> Vec<String> {
+        let mut args = vec![window_ms.to_string(), limit.to_string()];
+        args.push(self.now_ms.map_or("*".to_string(), |t| t.to_string()));
+        if self.cost != 1 {
+            args.extend(["COST".to_string(), self.cost.to_string()]);
+        }
+        for (window_ms, limit) in &self.windows {
+            args.extend([
+                "WINDOW".to_string(),
+                window_ms.to_string(),
+                limit.to_string(),
+            ]);
+        }
+        if self.penalize {
+            args.push("PENALIZE".to_string());
+        }
+        if self.oldest {
+            args.push("OLDEST".to_string());
+        }
+        args
+    }
+}
+
+/// A command of the module and the function that answers it in the library.
+#[derive(Clone, Copy)]
+struct Names {
+    command: &'static str,
+    function: &'static str,
+}
+
+const CHECK: Names = Names {
+    command: "SWL.CHECK",
+    function: "swl_check",
+};
+const PEEK: Names = Names {
+    command: "SWL.PEEK",
+    function: "swl_peek",
+};
+const REFUND: Names = Names {
+    command: "SWL.REFUND",
+    function: "swl_refund",
+};
+
+fn message_has(error: &redis::RedisError, text: &str) -> bool {
+    error.to_string().to_lowercase().contains(text)
+}
+
+/// redis-swl over an async redis-rs connection: a
+/// [`ConnectionManager`](redis::aio::ConnectionManager), a
+/// [`MultiplexedConnection`](redis::aio::MultiplexedConnection), or with the
+/// `cluster` feature a cluster's async connection. Each call is one
+/// command: SWL.* where the module is loaded, otherwise FCALL; where FCALL
+/// finds no library, the client loads the one it carries (on a cluster, on
+/// every primary) and calls again.
+///
+/// ```no_run
+/// use redis_swl_client::{Options, Swl};
+///
+/// # async fn example() -> redis::RedisResult<()> {
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let swl = Swl::new(client.get_connection_manager().await?);
+/// let verdict = swl.check("rl:alice", 60_000, 100, &Options::new()).await?;
+/// if !verdict.allowed {
+///     println!("retry in {:?} s", verdict.retry_after_seconds());
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Swl<C> {
+    connection: C,
+    encoding: Encoding,
+    uses_library: AtomicBool,
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
+    /// A client over `connection`, for logs the library creates as sorted
+    /// sets.
+    pub fn new(connection: C) -> Swl<C> {
+        Swl {
+            connection,
+            encoding: Encoding::Zset,
+            uses_library: AtomicBool::new(false),
+        }
+    }
+
+    /// The encoding of logs the library creates (the module's own setting
+    /// decides where it is loaded).
+    ///
+    /// ```no_run
+    /// # async fn example(connection: redis::aio::ConnectionManager) {
+    /// use redis_swl_client::{Encoding, Swl};
+    /// let swl = Swl::new(connection).with_encoding(Encoding::Compact);
+    /// # }
+    /// ```
+    pub fn with_encoding(mut self, encoding: Encoding) -> Swl<C> {
+        self.encoding = encoding;
+        self
+    }
+
+    /// True once the server answered that it has no module.
+    pub fn uses_library(&self) -> bool {
+        self.uses_library.load(Ordering::Relaxed)
+    }
+
+    /// Checks a request of `options`' cost against `limit` per `window_ms`
+    /// (and any further windows) and records it if admitted.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// use redis_swl_client::Options;
+    /// // 100 a minute and 10 a second, for a request weighing 2.
+    /// let options = Options::new().cost(2).window(1_000, 10);
+    /// let verdict = swl.check("rl:alice", 60_000, 100, &options).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check(
+        &self,
+        key: &str,
+        window_ms: u64,
+        limit: u64,
+        options: &Options,
+    ) -> RedisResult<Verdict> {
+        self.run(CHECK, key, options.args(window_ms, limit)).await
+    }
+
+    /// What [`check`](Swl::check) would reply now, changing nothing.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// use redis_swl_client::Options;
+    /// let verdict = swl.peek("rl:alice", 60_000, 100, &Options::new().oldest()).await?;
+    /// let oldest_leaves_in = verdict.oldest_after_ms;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn peek(
+        &self,
+        key: &str,
+        window_ms: u64,
+        limit: u64,
+        options: &Options,
+    ) -> RedisResult<Verdict> {
+        self.run(PEEK, key, options.args(window_ms, limit)).await
+    }
+
+    /// Gives back up to `options`' cost of the newest recorded units (a
+    /// request that should not count after all), and replies what
+    /// [`peek`](Swl::peek) replies then.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// use redis_swl_client::Options;
+    /// swl.refund("rl:alice", 60_000, 100, &Options::new()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn refund(
+        &self,
+        key: &str,
+        window_ms: u64,
+        limit: u64,
+        options: &Options,
+    ) -> RedisResult<Verdict> {
+        self.run(REFUND, key, options.args(window_ms, limit)).await
+    }
+
+    /// Loads the function library (on a cluster, on every primary), or with
+    /// `replace` replaces an older one. A library already loaded is left.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// swl.load_library(true).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn load_library(&self, replace: bool) -> RedisResult<()> {
+        let mut command = redis::cmd("FUNCTION");
+        command.arg("LOAD");
+        if replace {
+            command.arg("REPLACE");
+        }
+        command.arg(library_source(self.encoding));
+        let mut connection = self.connection.clone();
+        match command.query_async::<redis::Value>(&mut connection).await {
+            Err(error) if !message_has(&error, "already exists") => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    async fn run(&self, names: Names, key: &str, args: Vec<String>) -> RedisResult<Verdict> {
+        let reply = self.call(names, key, &args).await?;
+        Verdict::from_reply(&reply).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::TypeError,
+                "not a redis-swl reply",
+                format!("{reply:?}"),
+            ))
+        })
+    }
+
+    async fn call(&self, names: Names, key: &str, args: &[String]) -> RedisResult<Vec<i64>> {
+        let mut connection = self.connection.clone();
+        if !self.uses_library() {
+            let mut command = redis::cmd(names.command);
+            command.arg(key).arg(args);
+            match command.query_async(&mut connection).await {
+                Err(error) if message_has(&error, "unknown command") => {
+                    self.uses_library.store(true, Ordering::Relaxed);
+                }
+                result => return result,
+            }
+        }
+        let fcall = fcall(names, key, args);
+        match fcall.query_async(&mut connection).await {
+            Err(error) if message_has(&error, "function not found") => {
+                self.load_library(false).await?;
+                fcall.query_async(&mut connection).await
+            }
+            result => result,
+        }
+    }
+}
+
+fn fcall(names: Names, key: &str, args: &[String]) -> Cmd {
+    let mut command = redis::cmd("FCALL");
+    command.arg(names.function).arg(1).arg(key).arg(args);
+    command
+}

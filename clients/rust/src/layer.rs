@@ -1,0 +1,623 @@
+//! The tower layer: one SWL.CHECK per request (or its FCALL where the server
+//! has no module), keyed by what the application's key function returns for
+//! it (by default the client's address: the TCP peer), with
+//! `RateLimit-Policy`, `RateLimit` and `Retry-After` headers. When Redis
+//! cannot answer within the timeout, for whatever reason, the policy
+//! answers instead: admit (fail open), refuse with 503 (fail closed), or a
+//! bounded in-process limiter. Redis is tried again after a backoff that
+//! doubles up to a second, so the service returns to it by itself.
+
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::ConnectInfo;
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::{Encoding, LocalLimiter, Options, Swl, Verdict};
+
+/// What answers when Redis cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Admit the request, and count and log it.
+    Open,
+    /// Refuse it with 503 Service Unavailable.
+    Closed,
+    /// Decide in this process, remembering at most this many clients.
+    Local {
+        /// Clients the local limiter remembers; the least recently seen is
+        /// forgotten first.
+        max_clients: usize,
+    },
+}
+
+impl FailurePolicy {
+    /// The accepted names.
+    pub const NAMES: [&'static str; 3] = ["open", "closed", "local"];
+
+    /// The policy named `name`; `max_clients` is for `local`.
+    ///
+    /// ```
+    /// use redis_swl_client::FailurePolicy;
+    /// assert_eq!(FailurePolicy::parse("local", 7), Ok(FailurePolicy::Local { max_clients: 7 }));
+    /// assert_eq!(
+    ///     FailurePolicy::parse("opne", 7).unwrap_err().to_string(),
+    ///     "unknown policy \"opne\" (accepted: open, closed, local)"
+    /// );
+    /// ```
+    pub fn parse(name: &str, max_clients: usize) -> Result<Self, UnknownPolicy> {
+        match name {
+            "open" => Ok(FailurePolicy::Open),
+            "closed" => Ok(FailurePolicy::Closed),
+            "local" => Ok(FailurePolicy::Local { max_clients }),
+            _ => Err(UnknownPolicy(name.to_string())),
+        }
+    }
+}
+
+/// A policy name other than open, closed or local.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown policy \"{}\" (accepted: {})",
+            self.0,
+            FailurePolicy::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+/// Names the client a request counts against, from the request's head
+/// (headers, extensions, URI).
+pub type KeyFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
+
+/// The default key: the TCP peer's address from axum's `ConnectInfo` (an
+/// IPv4 client of a dual-stack listener as plain IPv4), never a header the
+/// client chose; `unknown` where the server was not started with
+/// `into_make_service_with_connect_info::<SocketAddr>()`.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use axum::extract::ConnectInfo;
+/// use redis_swl_client::client_address;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(ConnectInfo("[::ffff:192.0.2.7]:5000".parse::<SocketAddr>().unwrap()));
+/// request.headers_mut().insert("x-forwarded-for", "198.51.100.1".parse().unwrap());
+/// assert_eq!(client_address(&request.into_parts().0), "192.0.2.7");
+/// ```
+pub fn client_address(parts: &Parts) -> String {
+    peer(parts).map_or_else(|| "unknown".to_string(), |ip| ip.to_string())
+}
+
+fn peer(parts: &Parts) -> Option<IpAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip().to_canonical())
+}
+
+/// A key function for a service behind reverse proxies at `proxies`. Each
+/// proxy appends the address it saw to `X-Forwarded-For`, so reading from
+/// the right while the address so far is one of `proxies` ends at the
+/// client; entries a client wrote itself sit further left and are never
+/// reached. A connection from anyone else is keyed by the peer's address.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use axum::extract::ConnectInfo;
+/// use redis_swl_client::forwarded_for;
+///
+/// let key = forwarded_for(vec!["10.0.0.1".parse().unwrap()]);
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(ConnectInfo("10.0.0.1:5000".parse::<SocketAddr>().unwrap()));
+/// request.headers_mut().insert("x-forwarded-for", "203.0.113.9, 192.0.2.7".parse().unwrap());
+/// assert_eq!(key(&request.into_parts().0), "192.0.2.7");
+/// ```
+pub fn forwarded_for(proxies: Vec<IpAddr>) -> KeyFn {
+    Arc::new(move |parts| {
+        let Some(mut client) = peer(parts) else {
+            return "unknown".to_string();
+        };
+        let forwarded: Vec<&str> = parts
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .collect();
+        for hop in forwarded.iter().rev() {
+            if !proxies.contains(&client) {
+                break;
+            }
+            match hop.trim().parse::<IpAddr>() {
+                Ok(address) => client = address.to_canonical(),
+                Err(_) => break,
+            }
+        }
+        client.to_string()
+    })
+}
+
+/// A response that, with [`Config::refund_failed`], does not count: 4xx and
+/// 5xx, as the Python middleware's default.
+pub type FailedFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
+
+/// The layer's settings.
+pub struct Config {
+    /// The Redis server, for redis-rs: `redis://host:port/`.
+    pub redis_url: String,
+    /// (window_ms, limit) pairs: every one must admit.
+    pub windows: Vec<(u64, u64)>,
+    /// Units each request weighs.
+    pub cost: u64,
+    /// What answers while Redis cannot.
+    pub policy: FailurePolicy,
+    /// For each command to Redis, connecting included.
+    pub timeout: Duration,
+    /// Prefix of the Redis keys.
+    pub key_prefix: String,
+    /// Who a request counts against.
+    pub key: KeyFn,
+    /// Give back the units of a request whose response `failed` says
+    /// failed, through SWL.REFUND (or the local limiter that decided it).
+    pub refund_failed: bool,
+    /// Which responses count as failed for `refund_failed`.
+    pub failed: FailedFn,
+    /// How logs the function library creates are stored.
+    pub encoding: Encoding,
+}
+
+impl Config {
+    /// Cost 1, failing open, a 50 ms timeout, keys `rl:<client address>`,
+    /// no refunds.
+    ///
+    /// ```
+    /// use redis_swl_client::{Config, FailurePolicy};
+    /// let config = Config {
+    ///     policy: FailurePolicy::Local { max_clients: 10_000 },
+    ///     ..Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100), (1_000, 10)])
+    /// };
+    /// assert_eq!(config.key_prefix, "rl:");
+    /// ```
+    pub fn new(redis_url: impl Into<String>, windows: Vec<(u64, u64)>) -> Config {
+        Config {
+            redis_url: redis_url.into(),
+            windows,
+            cost: 1,
+            policy: FailurePolicy::Open,
+            timeout: Duration::from_millis(50),
+            key_prefix: "rl:".to_string(),
+            key: Arc::new(client_address),
+            refund_failed: false,
+            failed: Arc::new(|status: StatusCode| {
+                status.is_client_error() || status.is_server_error()
+            }),
+            encoding: Encoding::Zset,
+        }
+    }
+}
+
+/// Why a configuration cannot be used.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// No windows, or a window of 0 ms.
+    Windows,
+    /// The Redis URL did not parse.
+    Redis(redis::RedisError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Windows => {
+                write!(
+                    f,
+                    "windows: at least one (window_ms, limit), window_ms above 0"
+                )
+            }
+            ConfigError::Redis(error) => write!(f, "redis_url: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Who decided a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Redis,
+    Local,
+}
+
+/// The limits, the connection to Redis, the failure policy and its count;
+/// shared by every service the layer makes.
+pub struct RateLimiter {
+    config: Config,
+    client: redis::Client,
+    connection: tokio::sync::Mutex<Option<Arc<Swl<ConnectionManager>>>>,
+    backoff: Mutex<Backoff>,
+    local: Mutex<LocalLimiter>,
+    failures: AtomicU64,
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("windows", &self.config.windows)
+            .field("policy", &self.config.policy)
+            .field("failures", &self.failures())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimiter {
+    /// The limiter for `config`; it connects when first used.
+    ///
+    /// ```
+    /// use redis_swl_client::{Config, RateLimiter};
+    /// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)]))?;
+    /// assert_eq!(limiter.failures(), 0);
+    /// # Ok::<(), redis_swl_client::ConfigError>(())
+    /// ```
+    pub fn new(config: Config) -> Result<Arc<RateLimiter>, ConfigError> {
+        if config.windows.is_empty() || config.windows.iter().any(|&(ms, _)| ms == 0) {
+            return Err(ConfigError::Windows);
+        }
+        let client = redis::Client::open(config.redis_url.as_str()).map_err(ConfigError::Redis)?;
+        let max_clients = match config.policy {
+            FailurePolicy::Local { max_clients } => max_clients,
+            _ => 0,
+        };
+        Ok(Arc::new(RateLimiter {
+            config,
+            client,
+            connection: tokio::sync::Mutex::new(None),
+            backoff: Mutex::new(Backoff::default()),
+            local: Mutex::new(LocalLimiter::new(max_clients)),
+            failures: AtomicU64::new(0),
+        }))
+    }
+
+    /// The tower layer: `Router::layer(limiter.layer())` limits the routes
+    /// added before it; `MethodRouter::layer` limits one route.
+    ///
+    /// ```no_run
+    /// use std::net::SocketAddr;
+    /// use axum::{routing::get, Router};
+    /// use redis_swl_client::{Config, RateLimiter};
+    ///
+    /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)]))?;
+    /// let login = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 5)]))?;
+    /// let app: Router = Router::new()
+    ///     .route("/", get(|| async { "hello\n" }))
+    ///     .layer(limiter.layer())
+    ///     .route("/login", get(|| async { "welcome\n" }).layer(login.layer()));
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3001").await?;
+    /// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn layer(self: &Arc<Self>) -> RateLimitLayer {
+        RateLimitLayer {
+            limiter: Arc::clone(self),
+        }
+    }
+
+    /// Requests decided by the failure policy since start, for a health
+    /// endpoint or a metric.
+    ///
+    /// ```
+    /// # let limiter = redis_swl_client::RateLimiter::new(redis_swl_client::Config::new("redis://127.0.0.1:6379/", vec![(1_000, 1)])).unwrap();
+    /// let decided_without_redis: u64 = limiter.failures();
+    /// ```
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    fn options(&self) -> Options {
+        Options::new()
+            .cost(self.config.cost)
+            .windows(self.config.windows[1..].iter().copied())
+    }
+
+    /// The connection's client, connecting if there is none.
+    async fn swl(&self) -> redis::RedisResult<Arc<Swl<ConnectionManager>>> {
+        let mut slot = self.connection.lock().await;
+        if let Some(swl) = slot.as_ref() {
+            return Ok(Arc::clone(swl));
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(self.config.timeout)
+            .set_response_timeout(self.config.timeout)
+            .set_number_of_retries(0);
+        let manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        let swl = Arc::new(Swl::new(manager).with_encoding(self.config.encoding));
+        *slot = Some(Arc::clone(&swl));
+        Ok(swl)
+    }
+
+    /// Redis's verdict, or why there is none. `refund` gives back instead.
+    async fn redis(&self, key: &str, refund: bool) -> Option<Verdict> {
+        if !self.lock(&self.backoff).may_try(Instant::now()) {
+            return None;
+        }
+        let (window_ms, limit) = self.config.windows[0];
+        let options = self.options();
+        let call = async {
+            let swl = self.swl().await?;
+            if refund {
+                swl.refund(key, window_ms, limit, &options).await
+            } else {
+                swl.check(key, window_ms, limit, &options).await
+            }
+        };
+        // Three commands at most (a check, a library load, a check again),
+        // each with the timeout of its own.
+        let outcome = tokio::time::timeout(self.config.timeout * 3, call).await;
+        match outcome {
+            Ok(Ok(verdict)) => {
+                self.lock(&self.backoff).succeeded();
+                Some(verdict)
+            }
+            failure => {
+                // A connection that timed out or broke is dropped: the next
+                // attempt connects afresh. An error reply leaves it.
+                let is_reply = matches!(&failure, Ok(Err(e)) if e.kind() != redis::ErrorKind::IoError && !e.is_timeout() && !e.is_connection_dropped() && !e.is_connection_refusal());
+                if !is_reply {
+                    if let Ok(mut connection) = self.connection.try_lock() {
+                        *connection = None;
+                    }
+                }
+                eprintln!("rate limit: Redis unavailable ({failure:?})");
+                self.lock(&self.backoff).failed(Instant::now());
+                None
+            }
+        }
+    }
+
+    fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> std::sync::MutexGuard<'a, T> {
+        mutex
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The decision for a request: Redis's, the local limiter's, or the
+    /// policy's status (200 to admit unlimited, 503 to refuse).
+    async fn decide(&self, key: &str) -> Result<(Verdict, Source), StatusCode> {
+        if let Some(verdict) = self.redis(key, false).await {
+            return Ok((verdict, Source::Redis));
+        }
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        match self.config.policy {
+            FailurePolicy::Open => {
+                eprintln!("rate limit: admitting {key} without Redis (fail open)");
+                Err(StatusCode::OK)
+            }
+            FailurePolicy::Closed => Err(StatusCode::SERVICE_UNAVAILABLE),
+            FailurePolicy::Local { .. } => {
+                let verdict = self.lock(&self.local).check(
+                    key,
+                    &self.config.windows,
+                    now_ms(),
+                    self.config.cost,
+                );
+                Ok((verdict, Source::Local))
+            }
+        }
+    }
+
+    /// Gives a failed request's units back where they were recorded.
+    async fn give_back(&self, key: &str, source: Source) {
+        match source {
+            Source::Redis => {
+                self.redis(key, true).await;
+            }
+            Source::Local => {
+                self.lock(&self.local).refund(
+                    key,
+                    &self.config.windows,
+                    now_ms(),
+                    self.config.cost,
+                );
+            }
+        }
+    }
+}
+
+/// The layer [`RateLimiter::layer`] makes.
+#[derive(Clone, Debug)]
+pub struct RateLimitLayer {
+    limiter: Arc<RateLimiter>,
+}
+
+impl<S> tower_layer::Layer<S> for RateLimitLayer {
+    type Service = RateLimitService<S>;
+
+    fn layer(&self, inner: S) -> RateLimitService<S> {
+        RateLimitService {
+            inner,
+            limiter: Arc::clone(&self.limiter),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around another.
+#[derive(Clone, Debug)]
+pub struct RateLimitService<S> {
+    inner: S,
+    limiter: Arc<RateLimiter>,
+}
+
+impl<S, B, R> tower_service::Service<Request<B>> for RateLimitService<S>
+where
+    S: tower_service::Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+    R: From<&'static str> + Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<R>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The clone that was made ready serves this request.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let limiter = Arc::clone(&self.limiter);
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let key = format!(
+                "{}{}",
+                limiter.config.key_prefix,
+                (limiter.config.key)(&parts)
+            );
+            let request = Request::from_parts(parts, body);
+            let (verdict, source) = match limiter.decide(&key).await {
+                Ok(decided) => decided,
+                Err(StatusCode::OK) => {
+                    let mut response = inner.call(request).await?;
+                    source_header(response.headers_mut(), "open");
+                    return Ok(response);
+                }
+                Err(status) => {
+                    let mut response = Response::new(R::from("rate limiter unavailable\n"));
+                    *response.status_mut() = status;
+                    let headers = response.headers_mut();
+                    headers.insert("retry-after", HeaderValue::from_static("1"));
+                    headers.insert(
+                        "content-type",
+                        HeaderValue::from_static("text/plain; charset=utf-8"),
+                    );
+                    source_header(headers, "closed");
+                    return Ok(response);
+                }
+            };
+            let mut response = if verdict.allowed {
+                let response = inner.call(request).await?;
+                if limiter.config.refund_failed && (limiter.config.failed)(response.status()) {
+                    limiter.give_back(&key, source).await;
+                }
+                response
+            } else {
+                let mut response = Response::new(R::from("too many requests\n"));
+                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                response.headers_mut().insert(
+                    "content-type",
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                response
+            };
+            let headers = response.headers_mut();
+            for (name, value) in rate_limit_headers(&verdict) {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(name, value);
+                }
+            }
+            source_header(
+                headers,
+                if source == Source::Redis {
+                    "redis"
+                } else {
+                    "local"
+                },
+            );
+            Ok(response)
+        })
+    }
+}
+
+/// Says which answered: redis, local, open or closed.
+fn source_header(headers: &mut HeaderMap, source: &'static str) {
+    headers.insert("ratelimit-source", HeaderValue::from_static(source));
+}
+
+/// The IETF draft's structured headers, all from the window the verdict
+/// names: `RateLimit-Policy`, `RateLimit` and, when denied and waiting
+/// helps, `Retry-After`. `reset_after_ms` is for the widest window; a
+/// narrower one's quota is whole again at most one window after its newest
+/// entry, hence the cap.
+///
+/// ```
+/// use redis_swl_client::{rate_limit_headers, Verdict};
+/// let verdict = Verdict::from_reply(&[0, 2, 0, 1500, 9001, 10_000]).unwrap();
+/// assert_eq!(rate_limit_headers(&verdict), [
+///     ("ratelimit-policy", "\"10000ms\";q=2;w=10".to_string()),
+///     ("ratelimit", "\"10000ms\";r=0;t=10".to_string()),
+///     ("retry-after", "2".to_string()),
+/// ]);
+/// ```
+pub fn rate_limit_headers(verdict: &Verdict) -> Vec<(&'static str, String)> {
+    let seconds = |ms: i64| (ms.max(0) as u64).div_ceil(1000);
+    let window = i64::try_from(verdict.window_ms).unwrap_or(i64::MAX);
+    let name = format!("\"{}ms\"", verdict.window_ms);
+    let mut headers = vec![
+        (
+            "ratelimit-policy",
+            format!("{name};q={};w={}", verdict.limit, seconds(window)),
+        ),
+        (
+            "ratelimit",
+            format!(
+                "{name};r={};t={}",
+                verdict.remaining,
+                seconds(verdict.reset_after_ms.min(window))
+            ),
+        ),
+    ];
+    if !verdict.allowed && verdict.retry_after_ms >= 0 {
+        headers.push((
+            "retry-after",
+            seconds(verdict.retry_after_ms).max(1).to_string(),
+        ));
+    }
+    headers
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Skips Redis for a while after a failure: 50 ms, doubling to 1 s.
+#[derive(Default)]
+struct Backoff {
+    delay: Option<Duration>,
+    until: Option<Instant>,
+}
+
+impl Backoff {
+    fn may_try(&self, now: Instant) -> bool {
+        self.until.is_none_or(|until| now >= until)
+    }
+
+    fn failed(&mut self, now: Instant) {
+        let delay = self.delay.map_or(Duration::from_millis(50), |d| {
+            (d * 2).min(Duration::from_secs(1))
+        });
+        self.delay = Some(delay);
+        self.until = Some(now + delay);
+    }
+
+    fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+}

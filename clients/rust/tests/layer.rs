@@ -1,0 +1,227 @@
+//! The tower layer on axum over real HTTP, against real redis-server with
+//! the module and without it: exact 429s and headers with one window and
+//! several, per-route use, and the refund of failed responses through Redis
+//! and through the local limiter. (Redis stopped, stalled and restarted
+//! under each policy: tests/middleware.rs of the repository, on
+//! examples/axum, which is an app on this crate.)
+#![cfg(feature = "axum")]
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use common::{entries, free_port, log_kind, Server};
+use redis_swl_client::{Config, Encoding, FailurePolicy, KeyFn, RateLimiter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Keys requests by their X-User header: a test's stand-in for an
+/// authenticated identity.
+fn by_user() -> KeyFn {
+    Arc::new(|parts| {
+        parts
+            .headers
+            .get("x-user")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("anonymous")
+            .to_string()
+    })
+}
+
+/// Serves `app` on a free loopback port; the server stops with the test.
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    address
+}
+
+/// One GET over a fresh connection: the status and the headers.
+async fn get_as(address: SocketAddr, path: &str, user: &str) -> (u16, HashMap<String, String>) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\nX-User: {user}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let head = response.split("\r\n\r\n").next().unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(": "))
+        .map(|(name, value)| (name.to_lowercase(), value.to_string()))
+        .collect();
+    (status, headers)
+}
+
+async fn statuses(address: SocketAddr, path: &str, user: &str, n: usize) -> Vec<u16> {
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        seen.push(get_as(address, path, user).await.0);
+    }
+    seen
+}
+
+fn app(limiter: &Arc<RateLimiter>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello\n" }))
+        .route(
+            "/fail",
+            get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "failed\n") }),
+        )
+        .layer(limiter.layer())
+}
+
+const BACKENDS: [(bool, Encoding); 3] = [
+    (true, Encoding::Zset),
+    (true, Encoding::Compact),
+    (false, Encoding::Compact),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denies_exactly_with_the_drafts_headers() {
+    for (module, encoding) in BACKENDS {
+        let server = Server::start(module, encoding);
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            encoding,
+            ..Config::new(server.url(), vec![(60_000, 2)])
+        })
+        .unwrap();
+        let address = serve(app(&limiter)).await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let (status, headers) = get_as(address, "/", "alice").await;
+            let header = |name: &str| headers.get(name).cloned().unwrap_or_default();
+            seen.push([
+                status.to_string(),
+                header("ratelimit-policy"),
+                header("ratelimit"),
+                header("retry-after"),
+                header("ratelimit-source"),
+            ]);
+        }
+        let row = |status: &str, ratelimit: &str, retry: &str| {
+            [status, "\"60000ms\";q=2;w=60", ratelimit, retry, "redis"].map(String::from)
+        };
+        assert_eq!(
+            seen,
+            [
+                row("200", "\"60000ms\";r=1;t=60", ""),
+                row("200", "\"60000ms\";r=0;t=60", ""),
+                row("429", "\"60000ms\";r=0;t=60", "60"),
+            ],
+            "module {module}, {encoding:?}"
+        );
+        assert_eq!(entries(&server, module, "rl:alice").len(), 2);
+        assert_eq!(log_kind(&server, "rl:alice"), encoding.name());
+        assert_eq!(limiter.failures(), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_windows_name_the_one_that_denied() {
+    let server = Server::start(true, Encoding::Zset);
+    let limiter = RateLimiter::new(Config {
+        key: by_user(),
+        ..Config::new(server.url(), vec![(60_000, 5), (1_000, 2)])
+    })
+    .unwrap();
+    let address = serve(app(&limiter)).await;
+    assert_eq!(statuses(address, "/", "bob", 2).await, [200, 200]);
+    let (status, headers) = get_as(address, "/", "bob").await;
+    assert_eq!(status, 429);
+    assert_eq!(headers["ratelimit-policy"], "\"1000ms\";q=2;w=1");
+    assert_eq!(headers["ratelimit"], "\"1000ms\";r=0;t=1");
+    assert_eq!(headers["retry-after"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_responses_are_refunded_in_redis_and_locally() {
+    let server = Server::start(true, Encoding::Compact);
+    let closed_port = free_port();
+    for (url, source) in [
+        (server.url(), "redis"),
+        (format!("redis://127.0.0.1:{closed_port}/"), "local"),
+    ] {
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            refund_failed: true,
+            policy: FailurePolicy::Local { max_clients: 100 },
+            ..Config::new(url, vec![(60_000, 2)])
+        })
+        .unwrap();
+        let address = serve(app(&limiter)).await;
+        for _ in 0..4 {
+            let (status, headers) = get_as(address, "/fail", "carol").await;
+            assert_eq!(
+                (status, headers["ratelimit-source"].as_str()),
+                (500, source)
+            );
+        }
+        assert_eq!(
+            statuses(address, "/", "carol", 3).await,
+            [200, 200, 429],
+            "{source}"
+        );
+        if source == "redis" {
+            assert_eq!(entries(&server, true, "rl:carol").len(), 2);
+        } else {
+            assert_eq!(limiter.failures(), 7);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_can_have_a_limit_of_its_own() {
+    let server = Server::start(true, Encoding::Zset);
+    let general = RateLimiter::new(Config {
+        key: by_user(),
+        ..Config::new(server.url(), vec![(60_000, 100)])
+    })
+    .unwrap();
+    let login = RateLimiter::new(Config {
+        key: by_user(),
+        key_prefix: "login:".to_string(),
+        ..Config::new(server.url(), vec![(60_000, 1)])
+    })
+    .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "hello\n" }))
+        .route("/login", get(|| async { "welcome\n" }).layer(login.layer()))
+        .layer(general.layer());
+    let address = serve(app).await;
+    assert_eq!(statuses(address, "/login", "dave", 2).await, [200, 429]);
+    assert_eq!(statuses(address, "/", "dave", 2).await, [200, 200]);
+    assert_eq!(entries(&server, true, "login:dave").len(), 1);
+    assert_eq!(entries(&server, true, "rl:dave").len(), 4);
+}
+
+#[test]
+fn windows_it_cannot_use_are_refused() {
+    for windows in [vec![], vec![(0, 1)]] {
+        let error = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", windows)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "windows: at least one (window_ms, limit), window_ms above 0"
+        );
+    }
+}
