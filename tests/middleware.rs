@@ -6,10 +6,10 @@
 //! failure policy (open, closed, a bounded local limiter), and each app
 //! returns to Redis by itself. Each app keys clients by their address, not
 //! by a header they choose; serves its failure count at /failures, outside
-//! the limit; and refuses an unknown policy. The FastAPI and Express apps
-//! are the Python and Node packages' middleware, which go to the function
-//! library where the module is missing. A middleware whose language runtime
-//! is missing is skipped, saying so.
+//! the limit; and refuses an unknown policy. The apps are the Python, Node
+//! and Rust packages' middleware, which go to the function library where
+//! the module is missing. A middleware whose language runtime is missing is
+//! skipped, saying so.
 //!
 //! The apps key by the peer's address, so each client here connects from
 //! an address of its own in 127.0.0.0/8, all of which is loopback on Linux.
@@ -502,27 +502,19 @@ fn exercise(kind: Kind) {
         app.wait_for_redis("after-pause");
     }
 
-    // The module unloaded: an error reply to a client that sends module
-    // commands only. The Python and Node packages go to the function
-    // library instead, which they load themselves: Redis still decides.
+    // The module unloaded: each package goes to the function library
+    // instead, which it loads itself: Redis still decides.
     redis_cmd(&redis, &["MODULE", "UNLOAD", "swl"]);
-    let falls_back_to_library = matches!(kind, Kind::Python | Kind::Node);
     for app in apps {
-        if falls_back_to_library {
-            let reply = app.get("unloaded");
-            let context = format!("{} app, module unloaded", app.policy);
-            assert_headers(&reply, 200, &[("ratelimit-source", "redis")], &context);
-        } else {
-            assert_policy(app, "unloaded", "module unloaded");
-        }
+        let reply = app.get("unloaded");
+        let context = format!("{} app, module unloaded", app.policy);
+        assert_headers(&reply, 200, &[("ratelimit-source", "redis")], &context);
     }
-    if falls_back_to_library {
-        let libraries = redis_cmd(&redis, &["FUNCTION", "LIST", "LIBRARYNAME", "swl"]);
-        assert!(
-            matches!(libraries, redis::Value::Array(ref l) if l.len() == 1),
-            "{libraries:?}"
-        );
-    }
+    let libraries = redis_cmd(&redis, &["FUNCTION", "LIST", "LIBRARYNAME", "swl"]);
+    assert!(
+        matches!(libraries, redis::Value::Array(ref l) if l.len() == 1),
+        "{libraries:?} ({kind:?})"
+    );
     let module = support::module_path().to_string_lossy().into_owned();
     redis_cmd(&redis, &["MODULE", "LOAD", &module]);
     for app in apps {

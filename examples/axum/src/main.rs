@@ -1,8 +1,8 @@
-//! A tiny service behind the rate-limit layer. Settings from the
-//! environment (docs/middleware.md): REDIS_URL (redis://127.0.0.1:6379/),
-//! PORT (3001), WINDOWS ("60000:100"; several as "60000:100,1000:10"),
-//! COST (1), POLICY (open, closed or local), TIMEOUT_MS (50),
-//! LOCAL_MAX_CLIENTS (10000).
+//! A tiny service behind redis-swl-client's rate-limit layer
+//! (clients/rust). Settings from the environment (docs/middleware.md):
+//! REDIS_URL (redis://127.0.0.1:6379/), PORT (3001), WINDOWS ("60000:100";
+//! several as "60000:100,1000:10"), COST (1), POLICY (open, closed or
+//! local), TIMEOUT_MS (50), LOCAL_MAX_CLIENTS (10000).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use swl_axum::{client_address, rate_limit, Config, FailurePolicy, RateLimiter};
+use redis_swl_client::{client_address, Config, FailurePolicy, RateLimiter};
 
 fn setting(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -47,11 +47,14 @@ async fn main() {
         key: Arc::new(client_address),
         ..Config::new(setting("REDIS_URL", "redis://127.0.0.1:6379/"), windows)
     })
-    .expect("a valid REDIS_URL");
+    .unwrap_or_else(|e| {
+        eprintln!("rate limiter: {e}");
+        std::process::exit(1);
+    });
     let failures = limiter.clone();
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
-        .layer(axum::middleware::from_fn_with_state(limiter, rate_limit))
+        .layer(limiter.layer())
         // Added after the layer, so it is not limited: it answers even
         // while the policy refuses everything else.
         .route(
