@@ -5,8 +5,10 @@
 # make test  unit tests, integration tests against real redis-server, the
 #            FastAPI, Express and axum middleware over real HTTP, the
 #            Python package (clients/python) with limits, Flask-Limiter and
-#            slowapi, and the Node package (clients/node) with
-#            express-rate-limit and rate-limiter-flexible
+#            slowapi, the Node package (clients/node) with
+#            express-rate-limit and rate-limiter-flexible, and the Rust
+#            crate (clients/rust) with its axum layer, packaged as
+#            cargo package checks it
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
 #            then Python limits' moving window against swl+redis://, then
 #            express-rate-limit and rate-limiter-flexible's fixed windows
@@ -49,6 +51,8 @@ test: build lint
 		../../target/python/bin/python -m pytest -q -p no:cacheprovider tests
 	bash scripts/setup-node.sh
 	cd clients/node && SWL_MODULE=$(MODULE) node --test test/*.test.js
+	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) test $(CLIENT) --all-features
+	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) package $(CLIENT) --allow-dirty --quiet
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
@@ -57,10 +61,16 @@ bench: build
 	bash scripts/setup-node.sh
 	cd clients/node && SWL_MODULE=$(MODULE) node bench/bench.js
 
-# The axum middleware is a project of its own, with its own target directory.
+# The Rust client crate and the axum example are projects of their own,
+# each with its own target directory.
+CLIENT := --manifest-path clients/rust/Cargo.toml
+CLIENT_TARGET := $(abspath target/clients-rust)
 AXUM := --manifest-path examples/axum/Cargo.toml
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets --quiet -- -D warnings
 	$(CARGO) fmt --check $(AXUM)
 	CARGO_TARGET_DIR=$(abspath target/middleware/axum) $(CARGO) clippy $(AXUM) --all-targets --quiet -- -D warnings
+	$(CARGO) fmt --check $(CLIENT)
+	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-features --all-targets --quiet -- -D warnings
+	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-targets --quiet -- -D warnings
