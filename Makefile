@@ -12,7 +12,8 @@
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
 #            then Python limits' moving window against swl+redis://, then
 #            express-rate-limit and rate-limiter-flexible's fixed windows
-#            against SwlStore and RateLimiterSwl
+#            against SwlStore and RateLimiterSwl, then the Rust layer on
+#            axum against the bare app and tower_governor
 # make lint  rustfmt and clippy, as CI checks them
 # run, test and bench install what is missing first (scripts/setup.sh).
 
@@ -60,6 +61,7 @@ bench: build
 	SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 target/python/bin/python clients/python/bench/limits_bench.py
 	bash scripts/setup-node.sh
 	cd clients/node && SWL_MODULE=$(MODULE) node bench/bench.js
+	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) run $(CLIENT) --release --quiet --all-features --example bench
 
 # The Rust client crate and the axum example are projects of their own,
 # each with its own target directory.
