@@ -2,7 +2,9 @@
 answer (the middleware's "local" policy). It gives SWL.CHECK's and
 SWL.REFUND's replies for the same calls: the clients' shared test vectors
 (clients/vectors/local-limiter.json, the module's own replies) hold it to
-that. Calls are expected in time order, as a clock gives them."""
+that. Calls are expected in time order, as a clock gives them. Each costs
+O(log n) plus the entries it trims or records, so a client at a large
+limit cannot slow the process while Redis is down."""
 
 from __future__ import annotations
 
@@ -11,6 +13,41 @@ from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence
 
 from ._protocol import Verdict, Window
+
+
+class _Log:
+    """One client's entries, ascending. The head is dropped by moving
+    ``start``, and the list is compacted only when half of it is dropped,
+    so trimming costs O(1) amortised rather than a copy of the log."""
+
+    __slots__ = ("times", "start")
+
+    def __init__(self) -> None:
+        self.times: List[int] = []
+        self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.times) - self.start
+
+    def __getitem__(self, index: int) -> int:
+        return self.times[self.start + index]
+
+    def count_through(self, time_ms: int) -> int:
+        """How many entries are at or before ``time_ms``."""
+        return bisect.bisect_right(self.times, time_ms, self.start) - self.start
+
+    def drop_through(self, time_ms: int) -> None:
+        self.start = bisect.bisect_right(self.times, time_ms, self.start)
+        if self.start > 1024 and self.start * 2 > len(self.times):
+            del self.times[:self.start]
+            self.start = 0
+
+    def drop_newest(self, n: int) -> None:
+        del self.times[max(self.start, len(self.times) - n):]
+
+    def add(self, time_ms: int, cost: int) -> None:
+        at = bisect.bisect_right(self.times, time_ms, self.start)
+        self.times[at:at] = [time_ms] * cost
 
 
 def _until_left(time_ms: int, window_ms: int, now_ms: int) -> int:
@@ -24,7 +61,7 @@ class LocalLimiter:
 
     def __init__(self, max_clients: int = 10_000) -> None:
         self.max_clients = max_clients
-        self._logs: "OrderedDict[str, List[int]]" = OrderedDict()
+        self._logs: "OrderedDict[str, _Log]" = OrderedDict()
 
     def check(self, key: str, windows: Sequence[Window], now_ms: int, cost: int = 1) -> Verdict:
         """SWL.CHECK: trim, count, record if every window has room."""
@@ -32,8 +69,7 @@ class LocalLimiter:
         counts = self._counts(log, windows, now_ms)
         allowed = all(count + cost <= limit for count, (_, limit) in zip(counts, windows))
         if allowed:
-            at = bisect.bisect_right(log, now_ms)
-            log[at:at] = [now_ms] * cost
+            log.add(now_ms, cost)
             counts = [count + cost for count in counts]
         verdict = self._verdict(log, windows, counts, now_ms, cost, allowed, pending=False)
         self._keep(key, log)
@@ -43,7 +79,7 @@ class LocalLimiter:
         """SWL.REFUND: trim, give back up to ``cost`` newest entries, and
         reply what a peek replies then."""
         log = self._trimmed(key, windows, now_ms)
-        del log[max(0, len(log) - cost):]
+        log.drop_newest(cost)
         counts = self._counts(log, windows, now_ms)
         allowed = all(count + cost <= limit for count, (_, limit) in zip(counts, windows))
         if allowed:
@@ -52,23 +88,24 @@ class LocalLimiter:
         self._keep(key, log)
         return verdict
 
-    def _trimmed(self, key: str, windows: Sequence[Window], now_ms: int) -> List[int]:
+    def _trimmed(self, key: str, windows: Sequence[Window], now_ms: int) -> _Log:
         widest = max(ms for ms, _ in windows)
-        log = self._logs.pop(key, [])
-        return log[bisect.bisect_right(log, now_ms - widest):]
+        log = self._logs.pop(key, None) or _Log()
+        log.drop_through(now_ms - widest)
+        return log
 
-    def _keep(self, key: str, log: List[int]) -> None:
+    def _keep(self, key: str, log: _Log) -> None:
         if log and self.max_clients > 0:
             self._logs[key] = log
             while len(self._logs) > self.max_clients:
                 self._logs.popitem(last=False)
 
     @staticmethod
-    def _counts(log: List[int], windows: Sequence[Window], now_ms: int) -> List[int]:
-        return [len(log) - bisect.bisect_right(log, now_ms - ms) for ms, _ in windows]
+    def _counts(log: _Log, windows: Sequence[Window], now_ms: int) -> List[int]:
+        return [len(log) - log.count_through(now_ms - ms) for ms, _ in windows]
 
     @staticmethod
-    def _verdict(log: List[int], windows: Sequence[Window], counts: List[int], now_ms: int,
+    def _verdict(log: _Log, windows: Sequence[Window], counts: List[int], now_ms: int,
                  cost: int, allowed: bool, pending: bool) -> Verdict:
         """As the module's: the window with the least left when admitted,
         the one that waits longest (-1, never, the longest) when denied."""
@@ -95,7 +132,8 @@ class LocalLimiter:
             (window_ms, limit), count = windows[0], counts[0]
             binding = {"limit": limit, "remaining": max(0, limit - count),
                        "retry": -1 if allowed else 1, "window_ms": window_ms}
-        newest: Optional[int] = log[-1] if log and log[-1] > now_ms - widest else None
+        last = log[len(log) - 1] if len(log) else None
+        newest: Optional[int] = last if last is not None and last > now_ms - widest else None
         if pending:
             newest = now_ms if newest is None else max(newest, now_ms)
         reset = 0 if newest is None else _until_left(newest, widest, now_ms)
