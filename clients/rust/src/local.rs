@@ -5,7 +5,7 @@
 //! hold it to that, as they hold the Python and Node ones. Calls are
 //! expected in time order, as a clock gives them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::Verdict;
 
@@ -26,13 +26,14 @@ use crate::Verdict;
 pub struct LocalLimiter {
     max_clients: usize,
     tick: u64,
-    /// Each key's log (ascending) and when it was last used.
-    logs: HashMap<String, (u64, Vec<u64>)>,
+    /// Each key's log (ascending) and when it was last used. A deque, so
+    /// that trimming the head costs what it trims, not the whole log.
+    logs: HashMap<String, (u64, VecDeque<u64>)>,
     by_use: BTreeMap<u64, String>,
 }
 
 /// The first index of an ascending log whose entry is after `time`.
-fn first_after(log: &[u64], time: i128) -> usize {
+fn first_after(log: &VecDeque<u64>, time: i128) -> usize {
     log.partition_point(|&t| i128::from(t) <= time)
 }
 
@@ -72,9 +73,15 @@ impl LocalLimiter {
         let allowed = admits(windows, &counts, cost);
         if allowed {
             let at = first_after(&log, i128::from(now_ms));
-            let cost = usize::try_from(cost).unwrap_or(usize::MAX);
-            log.splice(at..at, std::iter::repeat_n(now_ms, cost));
-            counts.iter_mut().for_each(|count| *count += cost as u64);
+            if at == log.len() {
+                log.extend(std::iter::repeat_n(now_ms, cost as usize));
+            } else {
+                // Out of time order: rare.
+                let later = log.split_off(at);
+                log.extend(std::iter::repeat_n(now_ms, cost as usize));
+                log.extend(later);
+            }
+            counts.iter_mut().for_each(|count| *count += cost);
         }
         let verdict = verdict(&log, windows, &counts, now_ms, cost, allowed, false);
         self.keep(key, log);
@@ -106,10 +113,10 @@ impl LocalLimiter {
         verdict
     }
 
-    fn trimmed(&mut self, key: &str, windows: &[(u64, u64)], now_ms: u64) -> Vec<u64> {
+    fn trimmed(&mut self, key: &str, windows: &[(u64, u64)], now_ms: u64) -> VecDeque<u64> {
         let widest = windows.iter().map(|&(ms, _)| ms).max().unwrap_or(0);
         let Some((used, mut log)) = self.logs.remove(key) else {
-            return Vec::new();
+            return VecDeque::new();
         };
         self.by_use.remove(&used);
         let out = first_after(&log, i128::from(now_ms) - i128::from(widest));
@@ -117,7 +124,7 @@ impl LocalLimiter {
         log
     }
 
-    fn keep(&mut self, key: &str, log: Vec<u64>) {
+    fn keep(&mut self, key: &str, log: VecDeque<u64>) {
         if log.is_empty() || self.max_clients == 0 {
             return;
         }
@@ -133,7 +140,7 @@ impl LocalLimiter {
     }
 }
 
-fn counts(log: &[u64], windows: &[(u64, u64)], now_ms: u64) -> Vec<u64> {
+fn counts(log: &VecDeque<u64>, windows: &[(u64, u64)], now_ms: u64) -> Vec<u64> {
     windows
         .iter()
         .map(|&(ms, _)| (log.len() - first_after(log, i128::from(now_ms) - i128::from(ms))) as u64)
@@ -150,7 +157,7 @@ fn admits(windows: &[(u64, u64)], counts: &[u64], cost: u64) -> bool {
 /// As the module's: the window with the least left when admitted, the one
 /// that waits longest (-1, never, the longest) when denied.
 fn verdict(
-    log: &[u64],
+    log: &VecDeque<u64>,
     windows: &[(u64, u64)],
     counts: &[u64],
     now_ms: u64,
@@ -193,7 +200,7 @@ fn verdict(
         (limit, limit.saturating_sub(count), retry, window_ms)
     });
     let mut newest = log
-        .last()
+        .back()
         .copied()
         .filter(|&t| i128::from(t) > i128::from(now_ms) - i128::from(widest));
     if pending {
