@@ -410,8 +410,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         }
         let fcall = fcall(names, key, args);
         match fcall.query_async(&mut connection).await {
+            Err(error) if message_has(&error, "function not found") => {}
+            result => return result,
+        }
+        self.load_library(false).await?;
+        match fcall.query_async(&mut connection).await {
+            // A library was there already, from before this function:
+            // replaced by this one, which has every function it had.
             Err(error) if message_has(&error, "function not found") => {
-                self.load_library(false).await?;
+                self.load_library(true).await?;
                 fcall.query_async(&mut connection).await
             }
             result => result,

@@ -131,24 +131,35 @@ pub fn forwarded_for(proxies: Vec<IpAddr>) -> KeyFn {
         let Some(mut client) = peer(parts) else {
             return "unknown".to_string();
         };
-        let forwarded: Vec<&str> = parts
+        // Entries are split from the raw bytes: bytes a client wrote into
+        // its own part of a line must not hide the entries proxies added.
+        let forwarded: Vec<&[u8]> = parts
             .headers
             .get_all("x-forwarded-for")
             .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
+            .flat_map(|value| value.as_bytes().split(|&b| b == b','))
             .collect();
         for hop in forwarded.iter().rev() {
             if !proxies.contains(&client) {
                 break;
             }
-            match hop.trim().parse::<IpAddr>() {
-                Ok(address) => client = address.to_canonical(),
-                Err(_) => break,
+            match hop_address(hop) {
+                Some(address) => client = address.to_canonical(),
+                None => break,
             }
         }
         client.to_string()
     })
+}
+
+/// One X-Forwarded-For entry's address: `192.0.2.7`, `2001:db8::1`, and
+/// the forms some proxies write, with a port or in brackets.
+fn hop_address(hop: &[u8]) -> Option<IpAddr> {
+    let hop = std::str::from_utf8(hop).ok()?.trim();
+    hop.parse::<IpAddr>()
+        .ok()
+        .or_else(|| hop.parse::<SocketAddr>().ok().map(|a| a.ip()))
+        .or_else(|| hop.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
 }
 
 /// A response that, with [`Config::refund_failed`], does not count: 4xx and
@@ -165,14 +176,18 @@ pub struct Config {
     pub cost: u64,
     /// What answers while Redis cannot.
     pub policy: FailurePolicy,
-    /// For each command to Redis, connecting included.
+    /// For each command to Redis, connecting included. A request sends one;
+    /// the first that finds no module and no library sends four.
     pub timeout: Duration,
     /// Prefix of the Redis keys.
     pub key_prefix: String,
     /// Who a request counts against.
     pub key: KeyFn,
     /// Give back the units of a request whose response `failed` says
-    /// failed, through SWL.REFUND (or the local limiter that decided it).
+    /// failed, through SWL.REFUND (or the local limiter that decided it),
+    /// if it ended within the narrowest window. With the default `failed`,
+    /// 4xx answers do not count either: limit a login route with a `failed`
+    /// of its own (5xx only), or failed logins are free.
     pub refund_failed: bool,
     /// Which responses count as failed for `refund_failed`.
     pub failed: FailedFn,
@@ -210,11 +225,23 @@ impl Config {
     }
 }
 
-/// Why a configuration cannot be used.
+/// The largest window, limit and time the module takes (2^53 - 1).
+const MAX_MS: u64 = (1 << 53) - 1;
+/// The largest cost the module takes.
+const MAX_COST: u64 = 100_000;
+
+/// Why a configuration cannot be used: each value the module would refuse
+/// (so that every request went to the failure policy) is refused here.
 #[derive(Debug)]
 pub enum ConfigError {
-    /// No windows, or a window of 0 ms.
+    /// No windows, or a window or limit outside the module's range.
     Windows,
+    /// A cost outside 1 to 100000.
+    Cost,
+    /// A timeout of zero.
+    Timeout,
+    /// A local policy that remembers no client.
+    MaxClients,
     /// The Redis URL did not parse.
     Redis(redis::RedisError),
 }
@@ -222,11 +249,14 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Windows => {
-                write!(
-                    f,
-                    "windows: at least one (window_ms, limit), window_ms above 0"
-                )
+            ConfigError::Windows => write!(
+                f,
+                "windows: at least one (window_ms, limit), window_ms from 1 and limit from 0, both to {MAX_MS}"
+            ),
+            ConfigError::Cost => write!(f, "cost: from 1 to {MAX_COST}"),
+            ConfigError::Timeout => write!(f, "timeout: above zero"),
+            ConfigError::MaxClients => {
+                write!(f, "policy: a local policy must remember at least one client")
             }
             ConfigError::Redis(error) => write!(f, "redis_url: {error}"),
         }
@@ -273,8 +303,18 @@ impl RateLimiter {
     /// # Ok::<(), redis_swl_client::ConfigError>(())
     /// ```
     pub fn new(config: Config) -> Result<Arc<RateLimiter>, ConfigError> {
-        if config.windows.is_empty() || config.windows.iter().any(|&(ms, _)| ms == 0) {
+        let window_ok = |&(ms, limit): &(u64, u64)| (1..=MAX_MS).contains(&ms) && limit <= MAX_MS;
+        if config.windows.is_empty() || !config.windows.iter().all(window_ok) {
             return Err(ConfigError::Windows);
+        }
+        if !(1..=MAX_COST).contains(&config.cost) {
+            return Err(ConfigError::Cost);
+        }
+        if config.timeout.is_zero() {
+            return Err(ConfigError::Timeout);
+        }
+        if config.policy == (FailurePolicy::Local { max_clients: 0 }) {
+            return Err(ConfigError::MaxClients);
         }
         let client = redis::Client::open(config.redis_url.as_str()).map_err(ConfigError::Redis)?;
         let max_clients = match config.policy {
@@ -301,7 +341,10 @@ impl RateLimiter {
     ///
     /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     /// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)]))?;
-    /// let login = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 5)]))?;
+    /// let login = RateLimiter::new(Config {
+    ///     key_prefix: "login:".to_string(), // logs of its own
+    ///     ..Config::new("redis://127.0.0.1:6379/", vec![(60_000, 5)])
+    /// })?;
     /// let app: Router = Router::new()
     ///     .route("/", get(|| async { "hello\n" }))
     ///     .layer(limiter.layer())
@@ -350,9 +393,11 @@ impl RateLimiter {
         Ok(swl)
     }
 
-    /// Redis's verdict, or why there is none. `refund` gives back instead.
+    /// Redis's verdict, or `None` where it gave none in time. `refund`
+    /// gives back instead; a refund that fails is only logged, and does not
+    /// make the checks of other requests skip Redis.
     async fn redis(&self, key: &str, refund: bool) -> Option<Verdict> {
-        if !self.lock(&self.backoff).may_try(Instant::now()) {
+        if !refund && !self.lock(&self.backoff).may_try(Instant::now()) {
             return None;
         }
         let (window_ms, limit) = self.config.windows[0];
@@ -365,28 +410,56 @@ impl RateLimiter {
                 swl.check(key, window_ms, limit, &options).await
             }
         };
-        // Three commands at most (a check, a library load, a check again),
-        // each with the timeout of its own.
-        let outcome = tokio::time::timeout(self.config.timeout * 3, call).await;
-        match outcome {
+        // Each command has the timeout (the connection manager's), and a
+        // call sends at most four: a command the server lacks, the FCALL
+        // that finds no library, FUNCTION LOAD and the FCALL again.
+        let outcome = tokio::time::timeout(self.config.timeout * 4, call).await;
+        let failure = match outcome {
             Ok(Ok(verdict)) => {
-                self.lock(&self.backoff).succeeded();
-                Some(verdict)
-            }
-            failure => {
-                // A connection that timed out or broke is dropped: the next
-                // attempt connects afresh. An error reply leaves it.
-                let is_reply = matches!(&failure, Ok(Err(e)) if e.kind() != redis::ErrorKind::IoError && !e.is_timeout() && !e.is_connection_dropped() && !e.is_connection_refusal());
-                if !is_reply {
-                    if let Ok(mut connection) = self.connection.try_lock() {
-                        *connection = None;
-                    }
+                if !refund {
+                    self.lock(&self.backoff).succeeded();
                 }
-                eprintln!("rate limit: Redis unavailable ({failure:?})");
-                self.lock(&self.backoff).failed(Instant::now());
-                None
+                return Some(verdict);
+            }
+            Ok(Err(error)) => Some(error),
+            Err(_) => None,
+        };
+        // Only an error reply about this call (a key of another type)
+        // leaves the connection: after a timeout, a broken connection or a
+        // reply about the server's state (READONLY after a failover,
+        // LOADING, ...) the next attempt connects afresh, wherever the
+        // address now leads.
+        let keep = failure.as_ref().is_some_and(|e| {
+            e.kind() != redis::ErrorKind::IoError
+                && !e.is_timeout()
+                && !e.is_connection_dropped()
+                && !e.is_connection_refusal()
+                && !matches!(
+                    e.code(),
+                    Some(
+                        "READONLY"
+                            | "LOADING"
+                            | "MASTERDOWN"
+                            | "BUSY"
+                            | "CLUSTERDOWN"
+                            | "TRYAGAIN"
+                            | "NOREPLICAS"
+                    )
+                )
+        });
+        if !keep {
+            if let Ok(mut connection) = self.connection.try_lock() {
+                *connection = None;
             }
         }
+        let why = failure.map_or_else(|| "timed out".to_string(), |e| e.to_string());
+        if refund {
+            eprintln!("rate limit: refund of {key} failed ({why})");
+        } else {
+            eprintln!("rate limit: Redis unavailable ({why})");
+            self.lock(&self.backoff).failed(Instant::now());
+        }
+        None
     }
 
     fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> std::sync::MutexGuard<'a, T> {
@@ -420,19 +493,31 @@ impl RateLimiter {
         }
     }
 
-    /// Gives a failed request's units back where they were recorded.
-    async fn give_back(&self, key: &str, source: Source) {
+    /// Gives a failed request's units back where they were recorded, in
+    /// Redis without holding up the response. Only while the request's own
+    /// entries are surely in every window: a refund takes the newest
+    /// entries, which after the narrowest window are no longer its own.
+    fn give_back(self: &Arc<Self>, key: String, source: Source, decided: Instant) {
+        let narrowest = self
+            .config
+            .windows
+            .iter()
+            .map(|&(ms, _)| ms)
+            .min()
+            .unwrap_or(0);
+        if decided.elapsed() >= Duration::from_millis(narrowest) {
+            return;
+        }
         match source {
             Source::Redis => {
-                self.redis(key, true).await;
+                let limiter = Arc::clone(self);
+                tokio::spawn(async move {
+                    limiter.redis(&key, true).await;
+                });
             }
             Source::Local => {
-                self.lock(&self.local).refund(
-                    key,
-                    &self.config.windows,
-                    now_ms(),
-                    self.config.cost,
-                );
+                let mut local = self.lock(&self.local);
+                local.refund(&key, &self.config.windows, now_ms(), self.config.cost);
             }
         }
     }
@@ -490,6 +575,7 @@ where
                 (limiter.config.key)(&parts)
             );
             let request = Request::from_parts(parts, body);
+            let decided = Instant::now();
             let (verdict, source) = match limiter.decide(&key).await {
                 Ok(decided) => decided,
                 Err(StatusCode::OK) => {
@@ -513,7 +599,7 @@ where
             let mut response = if verdict.allowed {
                 let response = inner.call(request).await?;
                 if limiter.config.refund_failed && (limiter.config.failed)(response.status()) {
-                    limiter.give_back(&key, source).await;
+                    limiter.give_back(key, source, decided);
                 }
                 response
             } else {

@@ -63,4 +63,25 @@ fn forwarded_for_is_read_only_from_trusted_proxies() {
     // Without a usable entry, the proxy's own address is the key.
     assert_eq!(key_of(&key, "10.0.0.1:5000", &[]), "10.0.0.1");
     assert_eq!(key_of(&key, "10.0.0.1:5000", &["garbage"]), "10.0.0.1");
+    // Entries with a port or in brackets, as some proxies write them.
+    assert_eq!(
+        key_of(&key, "10.0.0.1:5000", &["192.0.2.7:5555"]),
+        "192.0.2.7"
+    );
+    assert_eq!(
+        key_of(&key, "10.0.0.1:5000", &["[2001:db8::1]"]),
+        "2001:db8::1"
+    );
+}
+
+#[test]
+fn bytes_a_client_writes_do_not_hide_what_the_proxy_added() {
+    let key = forwarded_for(vec!["10.0.0.1".parse().unwrap()]);
+    let mut request = http::Request::new(());
+    request
+        .extensions_mut()
+        .insert(ConnectInfo("10.0.0.1:5000".parse::<SocketAddr>().unwrap()));
+    let line = http::HeaderValue::from_bytes(b"\xff, 192.0.2.7").unwrap();
+    request.headers_mut().append("x-forwarded-for", line);
+    assert_eq!(key(&request.into_parts().0), "192.0.2.7");
 }

@@ -90,6 +90,18 @@ fn app(limiter: &Arc<RateLimiter>) -> Router {
         .layer(limiter.layer())
 }
 
+/// Polls until `key` holds no entries (within 5 s).
+async fn eventually_empty(server: &Server, key: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !entries(server, true, key).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{key} was not refunded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 const BACKENDS: [(bool, Encoding); 3] = [
     (true, Encoding::Zset),
     (true, Encoding::Compact),
@@ -176,6 +188,10 @@ async fn failed_responses_are_refunded_in_redis_and_locally() {
                 (status, headers["ratelimit-source"].as_str()),
                 (500, source)
             );
+            if source == "redis" {
+                // The refund goes out after the response: wait for it.
+                eventually_empty(&server, "rl:carol").await;
+            }
         }
         assert_eq!(
             statuses(address, "/", "carol", 3).await,
@@ -216,12 +232,104 @@ async fn a_route_can_have_a_limit_of_its_own() {
 }
 
 #[test]
-fn windows_it_cannot_use_are_refused() {
-    for windows in [vec![], vec![(0, 1)]] {
-        let error = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", windows)).unwrap_err();
+fn settings_the_module_would_refuse_are_refused_when_made() {
+    let url = "redis://127.0.0.1:6379/";
+    let windows = "windows: at least one (window_ms, limit), window_ms from 1 and limit from 0, both to 9007199254740991";
+    for bad in [
+        vec![],
+        vec![(0, 1)],
+        vec![(1 << 53, 1)],
+        vec![(1000, 1 << 53)],
+    ] {
         assert_eq!(
-            error.to_string(),
-            "windows: at least one (window_ms, limit), window_ms above 0"
+            RateLimiter::new(Config::new(url, bad))
+                .unwrap_err()
+                .to_string(),
+            windows
         );
     }
+    let refused = |config: Config| RateLimiter::new(config).unwrap_err().to_string();
+    for cost in [0, 100_001] {
+        assert_eq!(
+            refused(Config {
+                cost,
+                ..Config::new(url, vec![(1000, 1)])
+            }),
+            "cost: from 1 to 100000"
+        );
+    }
+    assert_eq!(
+        refused(Config {
+            timeout: std::time::Duration::ZERO,
+            ..Config::new(url, vec![(1000, 1)])
+        }),
+        "timeout: above zero"
+    );
+    assert_eq!(
+        refused(Config {
+            policy: FailurePolicy::Local { max_clients: 0 },
+            ..Config::new(url, vec![(1000, 1)])
+        }),
+        "policy: a local policy must remember at least one client"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_never_pass_the_limit() {
+    let server = Server::start(true, Encoding::Compact);
+    let limiter = RateLimiter::new(Config {
+        key: by_user(),
+        ..Config::new(server.url(), vec![(60_000, 50)])
+    })
+    .unwrap();
+    let address = serve(app(&limiter)).await;
+    let requests: Vec<_> = (0..400)
+        .map(|_| tokio::spawn(get_as(address, "/", "eve")))
+        .collect();
+    let mut admitted = 0;
+    for request in requests {
+        admitted += usize::from(request.await.unwrap().0 == 200);
+    }
+    assert_eq!(admitted, 50);
+    assert_eq!(entries(&server, true, "rl:eve").len(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_slower_than_its_window_is_not_refunded() {
+    let server = Server::start(true, Encoding::Zset);
+    let limiter = RateLimiter::new(Config {
+        key: by_user(),
+        refund_failed: true,
+        ..Config::new(server.url(), vec![(60_000, 10), (200, 5)])
+    })
+    .unwrap();
+    let app = Router::new()
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                (StatusCode::BAD_GATEWAY, "late\n")
+            }),
+        )
+        .route(
+            "/fast",
+            get(|| async { (StatusCode::BAD_GATEWAY, "failed\n") }),
+        )
+        .layer(limiter.layer());
+    let address = serve(app).await;
+    assert_eq!(get_as(address, "/slow", "frank").await.0, 502);
+    // A fast failure after it is refunded; its refund follows any the slow
+    // one sent on the one connection, so once it has landed both have.
+    assert_eq!(get_as(address, "/fast", "frank").await.0, 502);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while entries(&server, true, "rl:frank").len() > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fast failure was not refunded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // The slow request's entry may have left the 200 ms window, so a refund
+    // would have taken another request's: it keeps its own.
+    assert_eq!(entries(&server, true, "rl:frank").len(), 1);
 }
