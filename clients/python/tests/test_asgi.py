@@ -5,7 +5,9 @@ back (SWL.REFUND) with refund_failed."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 import urllib.error
 import urllib.request
 
@@ -147,5 +149,36 @@ def test_the_local_policy_refunds_in_process(start_server):
         assert get(f"{base}/")[1]["ratelimit-source"] == "local"
         # Every request was the policy's to decide; refunds are not counted.
         assert limiter.failures == 7
+    finally:
+        stop()
+
+
+def test_a_request_slower_than_its_window_is_not_refunded(start_server):
+    server = start_server(True)
+    limiter = RateLimiter(server.url, windows=[(60_000, 10), (1_000, 5)], timeout=2.0,
+                          refund_failed=True)
+    app = make_app(limiter)
+
+    @app.get("/slow", response_class=PlainTextResponse)
+    async def slow():
+        await asyncio.sleep(1.2)
+        return PlainTextResponse("late\n", status_code=502)
+
+    base, stop = serve_asgi(app)
+    client = server.client()
+    try:
+        assert get(f"{base}/slow")[0] == 502
+        # Its entry may have left the 1 s window, so a refund could take
+        # another request's: it keeps its own. A fast failure after it is
+        # refunded (after its response: polled), and what is left is then
+        # the slow request's entry, not the fast one's.
+        seconds, micros = client.time()
+        fast_started_ms = seconds * 1000 + micros // 1000
+        assert get(f"{base}/fail")[0] == 500
+        deadline = time.monotonic() + 5
+        while not (len(left := entries(client, True, "rl:127.0.0.1")) == 1
+                   and left[0] < fast_started_ms):
+            assert time.monotonic() < deadline, f"left: {left}"
+            time.sleep(0.005)
     finally:
         stop()

@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, 
 
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
+from redis.exceptions import ReadOnlyError
 from redis.retry import Retry
 
 from ._protocol import Verdict, Window
@@ -141,24 +142,37 @@ class RateLimiter:
         except Exception:  # noqa: BLE001 - a broken connection may fail to close
             pass
 
-    async def _redis(self, call: Callable[[AsyncSWL], Awaitable[Verdict]]) -> Optional[Verdict]:
-        """A call's verdict, or None when Redis did not decide in time."""
-        if time.monotonic() < self._retry_at:
+    async def _redis(self, call: Callable[[AsyncSWL], Awaitable[Verdict]],
+                     refund: bool = False) -> Optional[Verdict]:
+        """A call's verdict, or None when Redis did not decide in time. A
+        refund that fails is only logged: it does not make other requests'
+        checks skip Redis."""
+        if not refund and time.monotonic() < self._retry_at:
             return None
+        failure: Optional[Exception] = None
         try:
             verdict = await asyncio.wait_for(call(self._client()), self.timeout)
         except aioredis.ResponseError as error:
-            # An error reply about this call (a key of another type): the
-            # policy decides it, and Redis stays in use for the others.
-            log.warning("rate limit: Redis refused the call (%s)", error)
-            return None
+            if not _about_the_server(error):
+                # An error reply about this call (a key of another type): the
+                # policy decides it, and Redis stays in use for the others.
+                log.warning("rate limit: Redis refused the call (%s)", error)
+                return None
+            failure = error
         except Exception as error:  # noqa: BLE001 - unreachable, in any way: the policy
+            failure = error
+        if failure is not None and refund:
+            if not isinstance(failure, aioredis.ResponseError) or _about_the_server(failure):
+                await self._drop_client()
+            log.warning("rate limit: refund failed (%r)", failure)
+            return None
+        if failure is not None:
             # Requests failing together back off once, not once each.
             if time.monotonic() >= self._retry_at:
                 await self._drop_client()
                 self._delay = min(1.0, self._delay * 2 or 0.05)
                 self._retry_at = time.monotonic() + self._delay
-            log.warning("rate limit: Redis unavailable (%r)", error)
+            log.warning("rate limit: Redis unavailable (%r)", failure)
             return None
         self._delay, self._retry_at = 0.0, 0.0
         return verdict
@@ -177,13 +191,20 @@ class RateLimiter:
             log.warning("rate limit: failing open for %s", key)
         return None, self.policy
 
-    async def refund(self, key: str, windows: Sequence[Window], source: str) -> None:
-        """Gives a request's units back where they were recorded."""
+    async def refund(self, key: str, windows: Sequence[Window], source: str,
+                     decided: float) -> None:
+        """Gives a request's units back where they were recorded, if it
+        ended within the narrowest window (``decided`` is its
+        ``time.monotonic()``): a refund removes the newest entries, which
+        after that may be another request's."""
+        if time.monotonic() - decided >= min(ms for ms, _ in windows) / 1000:
+            return
         if source == "local":
             self.local.refund(key, windows, now_ms(), self.cost)
             return
         await self._redis(
-            lambda swl: swl.refund(key, *windows[0], cost=self.cost, windows=windows[1:]))
+            lambda swl: swl.refund(key, *windows[0], cost=self.cost, windows=windows[1:]),
+            refund=True)
 
 
 class RateLimitMiddleware:
@@ -211,6 +232,7 @@ class RateLimitMiddleware:
         if inspect.isawaitable(client):
             client = await client
         key = limiter.key_prefix + (f"{route}:" if route else "") + client
+        decided = time.monotonic()
         verdict, source = await limiter.decide(key, windows)
         if source == "open":
             return await self.app(scope, receive, with_headers(send, [("ratelimit-source", "open")]))
@@ -227,10 +249,20 @@ class RateLimitMiddleware:
         except Exception:
             # The app raised: the server answers 500, a failed response.
             if limiter.refund_failed and limiter.failed(500):
-                await limiter.refund(key, windows, source)
+                await limiter.refund(key, windows, source, decided)
             raise
         if limiter.refund_failed and status and limiter.failed(status[0]):
-            await limiter.refund(key, windows, source)
+            await limiter.refund(key, windows, source, decided)
+
+
+#: Error replies about the server's state rather than the call: after a
+#: failover the address may lead elsewhere, so the connection is replaced.
+_SERVER_STATE = ("READONLY", "LOADING", "MASTERDOWN", "BUSY", "CLUSTERDOWN", "TRYAGAIN",
+                 "NOREPLICAS")
+
+
+def _about_the_server(error: Exception) -> bool:
+    return isinstance(error, ReadOnlyError) or str(error).startswith(_SERVER_STATE)
 
 
 def _checked(windows: Sequence[Window], what: str) -> List[Window]:
