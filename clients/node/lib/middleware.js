@@ -49,11 +49,16 @@ function checkWindows(windows) {
   if (!valid) throw new TypeError('windows must be [[windowMs, limit], ...]: whole numbers, windowMs above 0');
 }
 
+// Error replies about the server's state rather than the call: after a
+// failover the address may lead elsewhere, so the connection is replaced.
+const SERVER_STATE = /^(READONLY|LOADING|MASTERDOWN|BUSY|CLUSTERDOWN|TRYAGAIN|NOREPLICAS)\b/;
+
 // A node-redis connection that queues nothing while disconnected, shared
 // by concurrent requests once it is ready, and dropped when a command on it
-// fails other than by an error reply (refused, reset, timed out), so that
-// the next attempt connects afresh. Only the connection that failed is
-// dropped: a request that failed on an old one leaves a new one alone.
+// fails other than by an error reply about the call (refused, reset, timed
+// out, READONLY), so that the next attempt connects afresh. Only the
+// connection that failed is dropped: a request that failed on an old one
+// leaves a new one alone.
 function connection(url, timeoutMs) {
   const { createClient, ErrorReply } = require('redis'); // eslint-disable-line global-require
   let ready = null; // a promise of the connected client
@@ -90,7 +95,7 @@ function connection(url, timeoutMs) {
     try {
       return await withTimeout(client.sendCommand(args), timeoutMs);
     } catch (error) {
-      if (!(error instanceof ErrorReply)) drop(client);
+      if (!(error instanceof ErrorReply) || SERVER_STATE.test(error.message)) drop(client);
       throw error;
     }
   };
