@@ -16,6 +16,11 @@ const ENCODING_LINE: &str = "\nlocal ENCODING = 'zset'\n";
 /// How logs are stored: a sorted set, or redis-swl's compact string of
 /// 4-byte slots. Where the module is loaded, its own `swl.encoding`
 /// setting decides; this is for logs the function library creates.
+///
+/// ```
+/// use redis_swl_client::Encoding;
+/// assert_eq!(Encoding::default(), Encoding::Zset);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Encoding {
     /// A sorted set, readable with ZRANGE (the default).
@@ -94,6 +99,13 @@ pub struct Verdict {
 impl Verdict {
     /// The verdict of six integers (seven with OLDEST); `None` for anything
     /// else.
+    ///
+    /// ```
+    /// use redis_swl_client::Verdict;
+    /// let peeked = Verdict::from_reply(&[1, 5, 2, -1, 60_000, 60_000, 45_000]).unwrap();
+    /// assert_eq!(peeked.oldest_after_ms, Some(45_000));
+    /// assert_eq!(Verdict::from_reply(&[1, 2, 3]), None);
+    /// ```
     pub fn from_reply(reply: &[i64]) -> Option<Verdict> {
         let (six, oldest) = match reply.len() {
             6 => (reply, None),
@@ -116,6 +128,12 @@ impl Verdict {
 
     /// Whole seconds for a `Retry-After` header (rounded up), or `None`
     /// when admitted or when waiting cannot help.
+    ///
+    /// ```
+    /// use redis_swl_client::Verdict;
+    /// let never = Verdict::from_reply(&[0, 1, 1, -1, 0, 1_000]).unwrap(); // a cost above the limit
+    /// assert_eq!(never.retry_after_seconds(), None);
+    /// ```
     pub fn retry_after_seconds(&self) -> Option<u64> {
         u64::try_from(self.retry_after_ms)
             .ok()
@@ -154,47 +172,86 @@ impl Default for Options {
 
 impl Options {
     /// A request of one unit, on the server's clock.
+    ///
+    /// ```
+    /// assert_eq!(redis_swl_client::Options::new().args(1_000, 5), ["1000", "5", "*"]);
+    /// ```
     pub fn new() -> Options {
         Options::default()
     }
 
     /// The request weighs `cost` units (1 to 100000).
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().cost(3).args(1_000, 5);
+    /// assert_eq!(args[3..], ["COST", "3"]);
+    /// ```
     pub fn cost(mut self, cost: u64) -> Options {
         self.cost = cost;
         self
     }
 
     /// Another window on the same log: every window must admit.
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().window(1_000, 10).args(60_000, 100);
+    /// assert_eq!(args[3..], ["WINDOW", "1000", "10"]);
+    /// ```
     pub fn window(mut self, window_ms: u64, limit: u64) -> Options {
         self.windows.push((window_ms, limit));
         self
     }
 
     /// Further windows, as (window_ms, limit) pairs.
+    ///
+    /// ```
+    /// let options = redis_swl_client::Options::new().windows([(1_000, 10), (10, 2)]);
+    /// assert_eq!(options.args(60_000, 100).len(), 9);
+    /// ```
     pub fn windows(mut self, windows: impl IntoIterator<Item = (u64, u64)>) -> Options {
         self.windows.extend(windows);
         self
     }
 
     /// The request's time, Unix milliseconds (the server's clock by default).
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().now_ms(1_700_000_000_000).args(1_000, 5);
+    /// assert_eq!(args[2], "1700000000000");
+    /// ```
     pub fn now_ms(mut self, now_ms: u64) -> Options {
         self.now_ms = Some(now_ms);
         self
     }
 
     /// SWL.CHECK only: record a denied request too.
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().penalize().args(1_000, 5);
+    /// assert_eq!(args.last().unwrap(), "PENALIZE");
+    /// ```
     pub fn penalize(mut self) -> Options {
         self.penalize = true;
         self
     }
 
     /// SWL.PEEK only: add `oldest_after_ms` to the verdict.
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().oldest().args(1_000, 5);
+    /// assert_eq!(args.last().unwrap(), "OLDEST");
+    /// ```
     pub fn oldest(mut self) -> Options {
         self.oldest = true;
         self
     }
 
     /// The arguments after the key, as the module and the library take them.
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().cost(2).args(60_000, 100);
+    /// assert_eq!(args, ["60000", "100", "*", "COST", "2"]);
+    /// ```
     pub fn args(&self, window_ms: u64, limit: u64) -> Vec<String> {
         let mut args = vec![window_ms.to_string(), limit.to_string()];
         args.push(self.now_ms.map_or("*".to_string(), |t| t.to_string()));
@@ -272,6 +329,14 @@ pub struct Swl<C> {
 impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     /// A client over `connection`, for logs the library creates as sorted
     /// sets.
+    ///
+    /// ```no_run
+    /// # async fn example() -> redis::RedisResult<()> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// let swl = redis_swl_client::Swl::new(client.get_multiplexed_async_connection().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(connection: C) -> Swl<C> {
         Swl {
             connection,
@@ -295,6 +360,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     }
 
     /// True once the server answered that it has no module.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// swl.check("rl:alice", 1_000, 5, &redis_swl_client::Options::new()).await?;
+    /// println!("through the {}", if swl.uses_library() { "function library" } else { "module" });
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn uses_library(&self) -> bool {
         self.uses_library.load(Ordering::Relaxed)
     }

@@ -24,6 +24,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::{Encoding, LocalLimiter, Options, Swl, Verdict};
 
 /// What answers when Redis cannot.
+///
+/// ```
+/// use redis_swl_client::{Config, FailurePolicy};
+/// let config = Config { policy: FailurePolicy::Closed, ..Config::new("redis://127.0.0.1:6379/", vec![(1_000, 5)]) };
+/// assert_eq!(config.policy, FailurePolicy::Closed);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailurePolicy {
     /// Admit the request, and count and log it.
@@ -63,6 +69,11 @@ impl FailurePolicy {
 }
 
 /// A policy name other than open, closed or local.
+///
+/// ```
+/// use redis_swl_client::{FailurePolicy, UnknownPolicy};
+/// assert_eq!(FailurePolicy::parse("fail-open", 0), Err(UnknownPolicy("fail-open".to_string())));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPolicy(pub String);
 
@@ -81,6 +92,22 @@ impl std::error::Error for UnknownPolicy {}
 
 /// Names the client a request counts against, from the request's head
 /// (headers, extensions, URI).
+///
+/// ```
+/// use std::sync::Arc;
+/// use redis_swl_client::{client_address, KeyFn};
+///
+/// // By API key where authentication put one in the extensions, else by address.
+/// #[derive(Clone)]
+/// struct User(String);
+/// let key: KeyFn = Arc::new(|parts| match parts.extensions.get::<User>() {
+///     Some(User(id)) => format!("user:{id}"),
+///     None => format!("ip:{}", client_address(parts)),
+/// });
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(User("alice".to_string()));
+/// assert_eq!(key(&request.into_parts().0), "user:alice");
+/// ```
 pub type KeyFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
 
 /// The default key: the TCP peer's address from axum's `ConnectInfo` (an
@@ -164,6 +191,15 @@ fn hop_address(hop: &[u8]) -> Option<IpAddr> {
 
 /// A response that, with [`Config::refund_failed`], does not count: 4xx and
 /// 5xx, as the Python middleware's default.
+///
+/// ```
+/// use std::sync::Arc;
+/// use redis_swl_client::{Config, FailedFn};
+/// // A login route: only server errors are given back, failed logins count.
+/// let failed: FailedFn = Arc::new(|status| status.is_server_error());
+/// let config = Config { refund_failed: true, failed, ..Config::new("redis://127.0.0.1:6379/", vec![(60_000, 5)]) };
+/// assert!(!(config.failed)(http::StatusCode::UNAUTHORIZED));
+/// ```
 pub type FailedFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 
 /// The layer's settings.
@@ -232,6 +268,12 @@ const MAX_COST: u64 = 100_000;
 
 /// Why a configuration cannot be used: each value the module would refuse
 /// (so that every request went to the failure policy) is refused here.
+///
+/// ```
+/// use redis_swl_client::{Config, RateLimiter};
+/// let error = RateLimiter::new(Config { cost: 0, ..Config::new("redis://127.0.0.1:6379/", vec![(1_000, 5)]) });
+/// assert_eq!(error.unwrap_err().to_string(), "cost: from 1 to 100000");
+/// ```
 #[derive(Debug)]
 pub enum ConfigError {
     /// No windows, or a window or limit outside the module's range.
@@ -274,6 +316,13 @@ enum Source {
 
 /// The limits, the connection to Redis, the failure policy and its count;
 /// shared by every service the layer makes.
+///
+/// ```
+/// use redis_swl_client::{Config, RateLimiter};
+/// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)])).unwrap();
+/// let for_a_health_route = limiter.clone();
+/// # let _ = for_a_health_route.failures();
+/// ```
 pub struct RateLimiter {
     config: Config,
     client: redis::Client,
@@ -524,6 +573,14 @@ impl RateLimiter {
 }
 
 /// The layer [`RateLimiter::layer`] makes.
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use redis_swl_client::{Config, RateLimitLayer, RateLimiter};
+/// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)])).unwrap();
+/// let layer: RateLimitLayer = limiter.layer();
+/// let app: Router = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+/// ```
 #[derive(Clone, Debug)]
 pub struct RateLimitLayer {
     limiter: Arc<RateLimiter>,
@@ -541,6 +598,16 @@ impl<S> tower_layer::Layer<S> for RateLimitLayer {
 }
 
 /// The service [`RateLimitLayer`] wraps around another.
+///
+/// ```
+/// use tower_layer::Layer;
+/// use redis_swl_client::{Config, RateLimitService, RateLimiter};
+/// let limiter = RateLimiter::new(Config::new("redis://127.0.0.1:6379/", vec![(60_000, 100)])).unwrap();
+/// let handler = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from("hello")))
+/// });
+/// let service: RateLimitService<_> = limiter.layer().layer(handler);
+/// ```
 #[derive(Clone, Debug)]
 pub struct RateLimitService<S> {
     inner: S,
