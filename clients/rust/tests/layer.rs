@@ -32,6 +32,17 @@ fn by_user() -> KeyFn {
     })
 }
 
+/// Settings for a test that wants Redis's own decisions: a timeout a busy
+/// machine cannot reach, and a closed policy, so that a failure shows as a
+/// 503 instead of passing as an admission.
+fn on_redis(url: String, windows: Vec<(u64, u64)>) -> Config {
+    Config {
+        timeout: std::time::Duration::from_secs(2),
+        policy: FailurePolicy::Closed,
+        ..Config::new(url, windows)
+    }
+}
+
 /// Serves `app` on a free loopback port; the server stops with the test.
 async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -115,7 +126,7 @@ async fn denies_exactly_with_the_drafts_headers() {
         let limiter = RateLimiter::new(Config {
             key: by_user(),
             encoding,
-            ..Config::new(server.url(), vec![(60_000, 2)])
+            ..on_redis(server.url(), vec![(60_000, 2)])
         })
         .unwrap();
         let address = serve(app(&limiter)).await;
@@ -154,7 +165,7 @@ async fn several_windows_name_the_one_that_denied() {
     let server = Server::start(true, Encoding::Zset);
     let limiter = RateLimiter::new(Config {
         key: by_user(),
-        ..Config::new(server.url(), vec![(60_000, 5), (1_000, 2)])
+        ..on_redis(server.url(), vec![(60_000, 5), (1_000, 2)])
     })
     .unwrap();
     let address = serve(app(&limiter)).await;
@@ -211,13 +222,13 @@ async fn a_route_can_have_a_limit_of_its_own() {
     let server = Server::start(true, Encoding::Zset);
     let general = RateLimiter::new(Config {
         key: by_user(),
-        ..Config::new(server.url(), vec![(60_000, 100)])
+        ..on_redis(server.url(), vec![(60_000, 100)])
     })
     .unwrap();
     let login = RateLimiter::new(Config {
         key: by_user(),
         key_prefix: "login:".to_string(),
-        ..Config::new(server.url(), vec![(60_000, 1)])
+        ..on_redis(server.url(), vec![(60_000, 1)])
     })
     .unwrap();
     let app = Router::new()
@@ -279,7 +290,7 @@ async fn concurrent_requests_never_pass_the_limit() {
     let server = Server::start(true, Encoding::Compact);
     let limiter = RateLimiter::new(Config {
         key: by_user(),
-        ..Config::new(server.url(), vec![(60_000, 50)])
+        ..on_redis(server.url(), vec![(60_000, 50)])
     })
     .unwrap();
     let address = serve(app(&limiter)).await;
@@ -300,7 +311,7 @@ async fn a_request_slower_than_its_window_is_not_refunded() {
     let limiter = RateLimiter::new(Config {
         key: by_user(),
         refund_failed: true,
-        ..Config::new(server.url(), vec![(60_000, 10), (1_000, 5)])
+        ..on_redis(server.url(), vec![(60_000, 10), (1_000, 5)])
     })
     .unwrap();
     let app = Router::new()
