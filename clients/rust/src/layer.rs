@@ -325,6 +325,8 @@ enum Source {
 /// ```
 pub struct RateLimiter {
     config: Config,
+    /// The cost and the windows after the first, as each call sends them.
+    options: Options,
     client: redis::Client,
     connection: tokio::sync::Mutex<Option<Arc<Swl<ConnectionManager>>>>,
     backoff: Mutex<Backoff>,
@@ -370,8 +372,13 @@ impl RateLimiter {
             FailurePolicy::Local { max_clients } => max_clients,
             _ => 0,
         };
+        // What every call adds to the first window: made once, not per request.
+        let options = Options::new()
+            .cost(config.cost)
+            .windows(config.windows[1..].iter().copied());
         Ok(Arc::new(RateLimiter {
             config,
+            options,
             client,
             connection: tokio::sync::Mutex::new(None),
             backoff: Mutex::new(Backoff::default()),
@@ -420,12 +427,6 @@ impl RateLimiter {
         self.failures.load(Ordering::Relaxed)
     }
 
-    fn options(&self) -> Options {
-        Options::new()
-            .cost(self.config.cost)
-            .windows(self.config.windows[1..].iter().copied())
-    }
-
     /// The connection's client, connecting if there is none.
     async fn swl(&self) -> redis::RedisResult<Arc<Swl<ConnectionManager>>> {
         let mut slot = self.connection.lock().await;
@@ -450,13 +451,13 @@ impl RateLimiter {
             return None;
         }
         let (window_ms, limit) = self.config.windows[0];
-        let options = self.options();
+        let options = &self.options;
         let call = async {
             let swl = self.swl().await?;
             if refund {
-                swl.refund(key, window_ms, limit, &options).await
+                swl.refund(key, window_ms, limit, options).await
             } else {
-                swl.check(key, window_ms, limit, &options).await
+                swl.check(key, window_ms, limit, options).await
             }
         };
         // Each command has the timeout (the connection manager's), and a
