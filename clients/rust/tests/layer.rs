@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use common::{entries, free_port, log_kind, Server};
+use common::{entries, free_port, log_kind, Server, ENCODINGS};
 use redis_swl_client::{Config, Encoding, FailurePolicy, KeyFn, RateLimiter};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -162,84 +162,90 @@ async fn denies_exactly_with_the_drafts_headers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_windows_name_the_one_that_denied() {
-    let server = Server::start(true, Encoding::Zset);
-    let limiter = RateLimiter::new(Config {
-        key: by_user(),
-        ..on_redis(server.url(), vec![(60_000, 5), (1_000, 2)])
-    })
-    .unwrap();
-    let address = serve(app(&limiter)).await;
-    assert_eq!(statuses(address, "/", "bob", 2).await, [200, 200]);
-    let (status, headers) = get_as(address, "/", "bob").await;
-    assert_eq!(status, 429);
-    assert_eq!(headers["ratelimit-policy"], "\"1000ms\";q=2;w=1");
-    assert_eq!(headers["ratelimit"], "\"1000ms\";r=0;t=1");
-    assert_eq!(headers["retry-after"], "1");
+    for encoding in ENCODINGS {
+        let server = Server::start(true, encoding);
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            ..on_redis(server.url(), vec![(60_000, 5), (1_000, 2)])
+        })
+        .unwrap();
+        let address = serve(app(&limiter)).await;
+        assert_eq!(statuses(address, "/", "bob", 2).await, [200, 200]);
+        let (status, headers) = get_as(address, "/", "bob").await;
+        assert_eq!(status, 429);
+        assert_eq!(headers["ratelimit-policy"], "\"1000ms\";q=2;w=1");
+        assert_eq!(headers["ratelimit"], "\"1000ms\";r=0;t=1");
+        assert_eq!(headers["retry-after"], "1");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_responses_are_refunded_in_redis_and_locally() {
-    let server = Server::start(true, Encoding::Compact);
-    let closed_port = free_port();
-    for (url, source) in [
-        (server.url(), "redis"),
-        (format!("redis://127.0.0.1:{closed_port}/"), "local"),
-    ] {
-        let limiter = RateLimiter::new(Config {
-            key: by_user(),
-            refund_failed: true,
-            policy: FailurePolicy::Local { max_clients: 100 },
-            ..Config::new(url, vec![(60_000, 2)])
-        })
-        .unwrap();
-        let address = serve(app(&limiter)).await;
-        for _ in 0..4 {
-            let (status, headers) = get_as(address, "/fail", "carol").await;
+    for encoding in ENCODINGS {
+        let server = Server::start(true, encoding);
+        let closed_port = free_port();
+        for (url, source) in [
+            (server.url(), "redis"),
+            (format!("redis://127.0.0.1:{closed_port}/"), "local"),
+        ] {
+            let limiter = RateLimiter::new(Config {
+                key: by_user(),
+                refund_failed: true,
+                policy: FailurePolicy::Local { max_clients: 100 },
+                ..Config::new(url, vec![(60_000, 2)])
+            })
+            .unwrap();
+            let address = serve(app(&limiter)).await;
+            for _ in 0..4 {
+                let (status, headers) = get_as(address, "/fail", "carol").await;
+                assert_eq!(
+                    (status, headers["ratelimit-source"].as_str()),
+                    (500, source)
+                );
+                if source == "redis" {
+                    // The refund goes out after the response: wait for it.
+                    eventually_empty(&server, "rl:carol").await;
+                }
+            }
             assert_eq!(
-                (status, headers["ratelimit-source"].as_str()),
-                (500, source)
+                statuses(address, "/", "carol", 3).await,
+                [200, 200, 429],
+                "{source}"
             );
             if source == "redis" {
-                // The refund goes out after the response: wait for it.
-                eventually_empty(&server, "rl:carol").await;
+                assert_eq!(entries(&server, true, "rl:carol").len(), 2);
+            } else {
+                assert_eq!(limiter.failures(), 7);
             }
-        }
-        assert_eq!(
-            statuses(address, "/", "carol", 3).await,
-            [200, 200, 429],
-            "{source}"
-        );
-        if source == "redis" {
-            assert_eq!(entries(&server, true, "rl:carol").len(), 2);
-        } else {
-            assert_eq!(limiter.failures(), 7);
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_can_have_a_limit_of_its_own() {
-    let server = Server::start(true, Encoding::Zset);
-    let general = RateLimiter::new(Config {
-        key: by_user(),
-        ..on_redis(server.url(), vec![(60_000, 100)])
-    })
-    .unwrap();
-    let login = RateLimiter::new(Config {
-        key: by_user(),
-        key_prefix: "login:".to_string(),
-        ..on_redis(server.url(), vec![(60_000, 1)])
-    })
-    .unwrap();
-    let app = Router::new()
-        .route("/", get(|| async { "hello\n" }))
-        .route("/login", get(|| async { "welcome\n" }).layer(login.layer()))
-        .layer(general.layer());
-    let address = serve(app).await;
-    assert_eq!(statuses(address, "/login", "dave", 2).await, [200, 429]);
-    assert_eq!(statuses(address, "/", "dave", 2).await, [200, 200]);
-    assert_eq!(entries(&server, true, "login:dave").len(), 1);
-    assert_eq!(entries(&server, true, "rl:dave").len(), 4);
+    for encoding in ENCODINGS {
+        let server = Server::start(true, encoding);
+        let general = RateLimiter::new(Config {
+            key: by_user(),
+            ..on_redis(server.url(), vec![(60_000, 100)])
+        })
+        .unwrap();
+        let login = RateLimiter::new(Config {
+            key: by_user(),
+            key_prefix: "login:".to_string(),
+            ..on_redis(server.url(), vec![(60_000, 1)])
+        })
+        .unwrap();
+        let app = Router::new()
+            .route("/", get(|| async { "hello\n" }))
+            .route("/login", get(|| async { "welcome\n" }).layer(login.layer()))
+            .layer(general.layer());
+        let address = serve(app).await;
+        assert_eq!(statuses(address, "/login", "dave", 2).await, [200, 429]);
+        assert_eq!(statuses(address, "/", "dave", 2).await, [200, 200]);
+        assert_eq!(entries(&server, true, "login:dave").len(), 1);
+        assert_eq!(entries(&server, true, "rl:dave").len(), 4);
+    }
 }
 
 #[test]
@@ -287,62 +293,67 @@ fn settings_the_module_would_refuse_are_refused_when_made() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_never_pass_the_limit() {
-    let server = Server::start(true, Encoding::Compact);
-    let limiter = RateLimiter::new(Config {
-        key: by_user(),
-        ..on_redis(server.url(), vec![(60_000, 50)])
-    })
-    .unwrap();
-    let address = serve(app(&limiter)).await;
-    let requests: Vec<_> = (0..400)
-        .map(|_| tokio::spawn(get_as(address, "/", "eve")))
-        .collect();
-    let mut admitted = 0;
-    for request in requests {
-        admitted += usize::from(request.await.unwrap().0 == 200);
+    for encoding in ENCODINGS {
+        let server = Server::start(true, encoding);
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            ..on_redis(server.url(), vec![(60_000, 50)])
+        })
+        .unwrap();
+        let address = serve(app(&limiter)).await;
+        let requests: Vec<_> = (0..400)
+            .map(|_| tokio::spawn(get_as(address, "/", "eve")))
+            .collect();
+        let mut admitted = 0;
+        for request in requests {
+            admitted += usize::from(request.await.unwrap().0 == 200);
+        }
+        assert_eq!(admitted, 50);
+        assert_eq!(entries(&server, true, "rl:eve").len(), 50);
     }
-    assert_eq!(admitted, 50);
-    assert_eq!(entries(&server, true, "rl:eve").len(), 50);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_slower_than_its_window_is_not_refunded() {
-    let server = Server::start(true, Encoding::Zset);
-    let limiter = RateLimiter::new(Config {
-        key: by_user(),
-        refund_failed: true,
-        ..on_redis(server.url(), vec![(60_000, 10), (1_000, 5)])
-    })
-    .unwrap();
-    let app = Router::new()
-        .route(
-            "/slow",
-            get(|| async {
-                tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
-                (StatusCode::BAD_GATEWAY, "late\n")
-            }),
-        )
-        .route(
-            "/fast",
-            get(|| async { (StatusCode::BAD_GATEWAY, "failed\n") }),
-        )
-        .layer(limiter.layer());
-    let address = serve(app).await;
-    assert_eq!(get_as(address, "/slow", "frank").await.0, 502);
-    // The slow request's entry may have left the 1 s window, so a refund
-    // would take another request's: it keeps its own. A fast failure after
-    // it is refunded (after its response: polled), and what is left is then
-    // the slow request's entry, not the fast one's.
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.connect()).unwrap();
-    let fast_started_ms = (seconds * 1000 + micros / 1000) as i64;
-    assert_eq!(get_as(address, "/fast", "frank").await.0, 502);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let left = entries(&server, true, "rl:frank");
-        if left.len() == 1 && left[0] < fast_started_ms {
-            break;
+    for encoding in ENCODINGS {
+        let server = Server::start(true, encoding);
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            refund_failed: true,
+            ..on_redis(server.url(), vec![(60_000, 10), (1_000, 5)])
+        })
+        .unwrap();
+        let app = Router::new()
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+                    (StatusCode::BAD_GATEWAY, "late\n")
+                }),
+            )
+            .route(
+                "/fast",
+                get(|| async { (StatusCode::BAD_GATEWAY, "failed\n") }),
+            )
+            .layer(limiter.layer());
+        let address = serve(app).await;
+        assert_eq!(get_as(address, "/slow", "frank").await.0, 502);
+        // The slow request's entry may have left the 1 s window, so a refund
+        // would take another request's: it keeps its own. A fast failure after
+        // it is refunded (after its response: polled), and what is left is then
+        // the slow request's entry, not the fast one's.
+        let (seconds, micros): (u64, u64) =
+            redis::cmd("TIME").query(&mut server.connect()).unwrap();
+        let fast_started_ms = (seconds * 1000 + micros / 1000) as i64;
+        assert_eq!(get_as(address, "/fast", "frank").await.0, 502);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let left = entries(&server, true, "rl:frank");
+            if left.len() == 1 && left[0] < fast_started_ms {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "left: {left:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        assert!(std::time::Instant::now() < deadline, "left: {left:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
