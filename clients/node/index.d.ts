@@ -79,6 +79,8 @@ export declare class SWL {
   check(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { penalize?: boolean }): Promise<Verdict>;
   peek(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { oldest?: boolean }): Promise<Verdict>;
   refund(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions): Promise<Verdict>;
+  /** The units the log holds in the last windowMs. */
+  units(key: string | Buffer, windowMs: number): Promise<number>;
   /** The units the log holds in the last windowMs, and when the newest leaves it. */
   usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
   /** Removes the log; true if there was one. */

@@ -176,8 +176,15 @@ class SWL {
   // What the log holds in the last windowMs: its units and when the newest
   // leaves the window (0 when it holds none). Two peeks, sent together.
   async usage(key, windowMs) {
-    const [counted, log] = await Promise.all([this.peek(key, windowMs, MAX_LIMIT), this.peek(key, windowMs, 0)]);
-    return { units: MAX_LIMIT - 1 - counted.remaining, resetAfterMs: log.resetAfterMs };
+    const [units, log] = await Promise.all([this.units(key, windowMs), this.peek(key, windowMs, 0)]);
+    return { units, resetAfterMs: log.resetAfterMs };
+  }
+
+  // The units the log holds in the last windowMs: a peek against a limit
+  // no log reaches, whose remaining counts them.
+  async units(key, windowMs) {
+    const counted = await this.peek(key, windowMs, MAX_LIMIT);
+    return MAX_LIMIT - 1 - counted.remaining;
   }
 
   // Removes the log: resolves true if there was one.

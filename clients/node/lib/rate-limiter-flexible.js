@@ -57,18 +57,12 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     // the log is over the limit (blocked, or penalised) writes nothing
     // either, so retrying neither lengthens a block nor grows the log.
     if (this.blockDuration > 0 && verdict.retryAfterMs >= 0 && verdict.retryAfterMs < this.msBlockDuration
-      && (await this.units(rlKey, windowMs)) <= this.points) {
+      && (await this.swl.units(rlKey, windowMs)) <= this.points) {
       await this._block(rlKey, this._getBlockedPoints(), this.msBlockDuration, options);
       res.msBeforeNext = this.msBlockDuration;
       res.remainingPoints = 0;
     }
     throw res;
-  }
-
-  // The points the log holds in the window.
-  async units(rlKey, windowMs) {
-    const peeked = await this.swl.peek(rlKey, windowMs, MAX_LIMIT);
-    return MAX_LIMIT - 1 - peeked.remaining;
   }
 
   // Records `points` whatever the limit.
