@@ -141,8 +141,10 @@ end
 
 -- Exact for every integer a score holds. Whole numbers go through the
 -- integer format, several times cheaper than the floating-point one.
+-- (A score argument may be passed as a number instead: Redis formats
+-- numbers exactly, and one C call fewer shows on every call.)
 local function num(x)
-  if x == math.floor(x) and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
+  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
   return string.format('%.0f', x)
 end
 
@@ -165,12 +167,16 @@ end
 -- with ZADD NX, and more for any that clashed with a member already there.
 local ZADD_AT_MOST = 500
 local function add_members(key, at, count, member)
-  local score = num(at)
+  if count == 1 then
+    -- The usual call: one entry, no argument list to build.
+    count = 1 - redis.call('ZADD', key, 'NX', at, num(member))
+    member = member + 1
+  end
   while count > 0 do
-    local n = math.min(count, ZADD_AT_MOST)
+    local n = count < ZADD_AT_MOST and count or ZADD_AT_MOST
     local args = {}
     for i = 0, n - 1 do
-      args[2 * i + 1] = score
+      args[2 * i + 1] = at
       args[2 * i + 2] = num(member + i)
     end
     count = count - redis.call('ZADD', key, 'NX', unpack(args))
@@ -187,20 +193,32 @@ local TAIL_AT_MOST = 2
 -- ZCOUNT and ZRANGE by rank are O(log N). What a call has read is kept
 -- until it writes: the count (ZCARD, kept through its own ZADD), the
 -- floor the log was last trimmed to (counting above it or any lower floor
--- is the count), and the newest entries read by rank. A log is a table
--- of that state with the methods below (a call makes one table, not a
--- closure per method).
+-- is the count), the newest entries read by rank, and the newest entry
+-- once known (the call's ZADD into an empty log tells it). A log is a
+-- table of that state with the methods below.
 local Zset = {}
 Zset.__index = Zset
+
+-- Each encoding's log is one table that every call sets afresh, field by
+-- field: functions never run at once, and a new table per call costs
+-- more than the rest of a denial's decision (and leaves garbage).
+local zset_in_use
 
 -- The log in `key`, where a call adds members from `first_member`;
 -- `trimmed_to`, when given, is a floor the caller has
 -- already trimmed it to.
 local function zset_log(key, first_member, trimmed_to)
-  return setmetatable({ key = key, first_member = first_member, trimmed_to = trimmed_to }, Zset)
+  local log = zset_in_use
+  if not log then
+    log = setmetatable({}, Zset)
+    zset_in_use = log
+  end
+  log.key, log.first_member, log.trimmed_to = key, first_member, trimmed_to
+  log.card, log.tail_from, log.tail, log.newest_at = nil, nil, nil, nil
+  return log
 end
 
-function Zset:forget() self.card, self.tail_from, self.tail = nil, nil, nil end
+function Zset:forget() self.card, self.tail_from, self.tail, self.newest_at = nil, nil, nil, nil end
 
 function Zset:len()
   local card = self.card
@@ -221,21 +239,34 @@ function Zset:score_at(rank)
   if rank < 0 then return nil end
   local tail_from = self.tail_from
   if tail_from and rank >= tail_from then return self.tail[rank - tail_from + 1] end
-  if self:len() - rank > TAIL_AT_MOST then
+  local from_newest = self:len() - rank
+  if from_newest == 1 then
+    -- The newest alone, kept as such (no list of one).
+    local newest = self.newest_at
+    if not newest then
+      local entry = redis.call('ZRANGE', self.key, -1, -1, 'WITHSCORES')
+      newest = entry[2] and entry[2] + 0
+      self.newest_at = newest
+    end
+    return newest
+  end
+  if from_newest > TAIL_AT_MOST then
     local entry = redis.call('ZRANGE', self.key, rank, rank, 'WITHSCORES')
-    return entry[2] and tonumber(entry[2])
+    return entry[2] and entry[2] + 0
   end
   local entries = redis.call('ZRANGE', self.key, rank, -1, 'WITHSCORES')
   local tail = {}
-  for i = 2, #entries, 2 do tail[i / 2] = tonumber(entries[i]) end
+  for i = 2, #entries, 2 do tail[i / 2] = entries[i] + 0 end
   self.tail_from, self.tail = rank, tail
   return tail[1]
 end
 
 -- The newest entry. Where the caller has just recorded entries at
 -- `recorded_at`, a count tells whether any is later, without reading a
--- score (each read costs a double formatted and parsed back).
+-- score (each read costs a double formatted and parsed back); where they
+-- went into an empty log, they are the newest.
 function Zset:newest(recorded_at)
+  if self.newest_at then return self.newest_at end
   if recorded_at and redis.call('ZCOUNT', self.key, '(' .. num(recorded_at), '+inf') == 0 then
     return recorded_at
   end
@@ -245,7 +276,7 @@ end
 function Zset:trim_through(floor)
   local trimmed_to = self.trimmed_to
   if trimmed_to and floor <= trimmed_to then return end
-  redis.call('ZREMRANGEBYSCORE', self.key, '-inf', num(floor))
+  redis.call('ZREMRANGEBYSCORE', self.key, '-inf', floor)
   self:forget()
   self.trimmed_to = floor
 end
@@ -255,6 +286,7 @@ function Zset:record(at, count)
   local known = self.card
   self:forget()
   if known then self.card = known + count end
+  if known == 0 then self.newest_at = at end
   if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = nil end
 end
 
@@ -426,6 +458,7 @@ end
 -- and what the call has changed, with the methods below.
 local Compact = {}
 Compact.__index = Compact
+local compact_in_use -- as zset_in_use
 
 -- The compact log in `key`, which holds one (`exists`) or nothing;
 -- `start`, where the caller has read it, is the value's first
@@ -437,31 +470,31 @@ local function compact_log(key, exists, start)
   else
     header = start
   end
-  -- Every field is named here, most of them nil, so that the table is
-  -- sized for them once rather than grown as they are set (sixteen at
-  -- most: the next size up costs as much as a search).
-  return setmetatable({
-    key = key,
-    exists = exists,
-    -- What has been read (see reread): the value's length, the whole
-    -- value when small or written here, its start (at least its header);
-    -- blocks of slots are added where they are read.
-    size = size, whole = whole, header = header,
-    -- The value as parsed (see reparse and parse): whether it is a log
-    -- (nil until parsed), and its layout.
-    valid = nil,
-    width = nil, base = nil, head = nil, capacity = nil, stop = nil,
-    oldest_time = nil, newest_time = nil,
-    -- A head moved but not yet written: a later change of the call may
-    -- find the value damaged, and the call must then leave it as it was.
-    head_pending = nil,
-    -- A change found bytes that are not a compact log (slots another
-    -- writer changed, which a call reads only in part): nothing more is
-    -- written.
-    damaged = false,
-    -- A floor every live entry is above (see trim_through).
-    trimmed_to = nil,
-  }, Compact)
+  local log = compact_in_use
+  if not log then
+    log = setmetatable({}, Compact)
+    compact_in_use = log
+  end
+  log.key, log.exists = key, exists
+  -- What has been read (see reread): the value's length, the whole value
+  -- when small or written here, its start (at least its header), blocks
+  -- of slots where they are read.
+  log.size, log.whole, log.header, log.blocks = size, whole, header, nil
+  -- The value as parsed (see reparse and parse): whether it is a log
+  -- (nil until parsed), and its layout.
+  log.valid = nil
+  log.width, log.base, log.head, log.capacity, log.stop = nil, nil, nil, nil, nil
+  log.oldest_time, log.newest_time = nil, nil
+  -- A head moved but not yet written: a later change of the call may
+  -- find the value damaged, and the call must then leave it as it was.
+  log.head_pending = nil
+  -- A change found bytes that are not a compact log (slots another
+  -- writer changed, which a call reads only in part): nothing more is
+  -- written.
+  log.damaged = false
+  -- A floor every live entry is above (see trim_through).
+  log.trimmed_to = nil
+  return log
 end
 
 function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, nil end
@@ -629,7 +662,15 @@ function Compact:parse()
   self.stop = low
   if low > head then
     -- Both ends, kept: most counts and waits need no more than these.
-    local oldest, newest = time_at(self, head), time_at(self, low - 1)
+    local oldest, newest
+    if narrow then
+      local first = struct.unpack('<I4', narrow, HEADER_LEN + 4 * head + 1)
+      local last = struct.unpack('<I4', narrow, HEADER_LEN + 4 * (low - 1) + 1)
+      local base = self.base
+      if first ~= 0 and last - 1 <= MAX_MS - base then oldest, newest = base + first - 1, base + last - 1 end
+    else
+      oldest, newest = time_at(self, head), time_at(self, low - 1)
+    end
     if not oldest or not newest or oldest > newest then return false end
     self.oldest_time, self.newest_time = oldest, newest
   end
@@ -651,8 +692,9 @@ end
 -- them damaged).
 function Compact:changeable()
   if self.damaged or not self.exists then return false end
-  if not self:current() then self.damaged = true end
-  return not self.damaged
+  if self.valid or self:current() then return true end
+  self.damaged = true
+  return false
 end
 
 -- Live entries at or before `t`: none before the oldest, all from the
@@ -816,13 +858,17 @@ function Compact:is_well_formed() return not self.exists or self:current() end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
--- Each window's entries above its floor. (Loops here count windows
--- rather than use ipairs, and compare rather than call math.max: these
--- run on every call, where each function call shows.)
+-- Each window's entries above its floor, in one table that every call
+-- fills afresh (as zset_in_use). (Loops here count windows rather than
+-- use ipairs, and compare rather than call math.max: these run on every
+-- call, where each function call shows.)
+local counted = {}
 local function counts(log, windows, now)
-  local result = {}
-  for i = 1, #windows do result[i] = log:count_above(now - windows[i].ms) end
-  return result
+  local n = #windows
+  for i = 1, n do counted[i] = log:count_above(now - windows[i].ms) end
+  -- An earlier call's windows past these are gone, so #counts is #windows.
+  for i = n + 1, #counted do counted[i] = nil end
+  return counted
 end
 
 local function admits(windows, counts, cost)
@@ -923,7 +969,7 @@ end
 local function open_log(key, first_member, floor)
   local start
   if floor and ENCODING == 'zset' then
-    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
+    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', floor)) == 'number' then
       return zset_log(key, first_member, floor)
     end
   elseif floor then
@@ -965,7 +1011,7 @@ end
 -- passed would delete the key at once, and a relative one lands late only
 -- by the time the call took (Redis propagates it as PEXPIREAT).
 local function expire_in(key, ms)
-  redis.call('PEXPIRE', key, num(math.max(1, ms)))
+  redis.call('PEXPIRE', key, ms < 1 and '1' or num(ms))
 end
 
 local function swl_check(keys, args)
