@@ -141,8 +141,8 @@ end
 
 -- Exact for every integer a score holds. Whole numbers go through the
 -- integer format, several times cheaper than the floating-point one.
--- (A score argument may be passed as a number instead: Redis formats
--- numbers exactly, and one C call fewer shows on every call.)
+-- (A score argument is passed as a number instead: Redis formats it
+-- exactly, and that measures a little cheaper than formatting it here.)
 local function num(x)
   if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
   return string.format('%.0f', x)
@@ -208,7 +208,9 @@ local Zset = {}
 
 -- Each encoding's log is one table that every call sets afresh, field by
 -- field: functions never run at once, and a new table per call costs
--- more than the rest of a denial's decision (and leaves garbage).
+-- more than the rest of a denial's decision (and leaves garbage). A
+-- field not known is false, never nil: Lua drops nil fields when a table
+-- grows, and setting one again then grows it again, at every call.
 local zset_in_use
 
 -- The log in `key`, where a call adds members from `first_member`;
@@ -220,12 +222,12 @@ local function zset_log(key, first_member, trimmed_to)
     log = with_methods(Zset)
     zset_in_use = log
   end
-  log.key, log.first_member, log.trimmed_to = key, first_member, trimmed_to
-  log.card, log.tail_from, log.tail, log.newest_at = nil, nil, nil, nil
+  log.key, log.first_member, log.trimmed_to = key, first_member, trimmed_to or false
+  log.card, log.tail_from, log.tail, log.newest_at = false, false, false, false
   return log
 end
 
-function Zset:forget() self.card, self.tail_from, self.tail, self.newest_at = nil, nil, nil, nil end
+function Zset:forget() self.card, self.tail_from, self.tail, self.newest_at = false, false, false, false end
 
 function Zset:len()
   local card = self.card
@@ -253,7 +255,7 @@ function Zset:score_at(rank)
     if not newest then
       local entry = redis.call('ZRANGE', self.key, -1, -1, 'WITHSCORES')
       newest = entry[2] and entry[2] + 0
-      self.newest_at = newest
+      self.newest_at = newest or false
     end
     return newest
   end
@@ -294,7 +296,7 @@ function Zset:record(at, count)
   self:forget()
   if known then self.card = known + count end
   if known == 0 then self.newest_at = at end
-  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = nil end
+  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = false end
 end
 
 function Zset:cap_to(max_entries)
@@ -487,26 +489,26 @@ local function compact_log(key, exists, start)
   -- What has been read (see reread): the value's length, the whole value
   -- when small or written here, its start (at least its header), blocks
   -- of slots where they are read.
-  log.size, log.whole, log.header, log.blocks = size, whole, header, nil
-  -- The value as parsed (see reparse and parse): whether it is a log
-  -- (nil until parsed), and its layout (width, base, head, capacity,
+  log.size, log.whole, log.header, log.blocks = size or false, whole or false, header or false, false
+  -- The value as parsed (see reparse and parse): whether it was parsed,
+  -- whether it is a log, and its layout (width, base, head, capacity,
   -- stop, oldest_time, newest_time), which is read only where `valid`
   -- says parse has set it for this value.
-  log.valid = nil
+  log.parsed, log.valid = false, false
   -- A head moved but not yet written: a later change of the call may
   -- find the value damaged, and the call must then leave it as it was.
-  log.head_pending = nil
+  log.head_pending = false
   -- A change found bytes that are not a compact log (slots another
   -- writer changed, which a call reads only in part): nothing more is
   -- written.
   log.damaged = false
   -- A floor every live entry is above (see trim_through).
-  log.trimmed_to = nil
+  log.trimmed_to = false
   return log
 end
 
-function Compact:reread() self.size, self.whole, self.header, self.blocks = nil, nil, nil, nil end
-function Compact:reparse() self.valid = nil end
+function Compact:reread() self.size, self.whole, self.header, self.blocks = false, false, false, false end
+function Compact:reparse() self.parsed, self.valid = false, false end
 
 -- `n` bytes from offset `at` (0-based).
 function Compact:read(at, n)
@@ -577,7 +579,7 @@ end
 function Compact:write_pending_head()
   if self.head_pending then
     redis.call('SETRANGE', self.key, HEAD_AT, self.head_pending)
-    self.head_pending = nil
+    self.head_pending = false
   end
 end
 
@@ -586,7 +588,7 @@ end
 -- where the whole value is at hand.
 function Compact:write(at, bytes)
   if self.head_pending and self.whole and at > HEAD_AT then
-    self.head_pending = nil
+    self.head_pending = false
     self:overlay(at, bytes)
     redis.call('SETRANGE', self.key, HEAD_AT, string.sub(self.whole, HEAD_AT + 1, at + #bytes))
     return
@@ -599,17 +601,18 @@ end
 -- The whole value written anew, keeping the key's expiry: a value
 -- encode made, whose layout it tells (so no parse follows).
 function Compact:store(value, width, base, capacity, len, oldest, newest)
-  self.head_pending = nil
+  self.head_pending = false
   redis.call('SET', self.key, value, 'KEEPTTL')
   self.exists = true
   self:reread()
   self.size, self.whole = #value, value
-  self.valid, self.width, self.base, self.head, self.capacity = true, width, base, 0, capacity
+  self.parsed, self.valid = true, true
+  self.width, self.base, self.head, self.capacity = width, base, 0, capacity
   self.stop, self.oldest_time, self.newest_time = len, oldest, newest
 end
 
 function Compact:unlink()
-  self.head_pending = nil
+  self.head_pending = false
   redis.call('UNLINK', self.key)
   self.exists = false
   self:reread()
@@ -637,6 +640,28 @@ local function time_at(log, index)
   return base + value - 1
 end
 
+-- Where the module's search for the first free slot from `head` ends, in
+-- a value at hand, found with three string operations rather than its
+-- probes where that is certain; nil elsewhere. The first run of `width`
+-- zero bytes from the head starts in the slot the search must end at or
+-- in the one before it (a nonzero slot then: a zero one would start an
+-- earlier run), and no slot before holds such a run; if no byte from the
+-- next slot boundary on is nonzero, every slot before it is live and
+-- every one from it free, and any search ends there.
+local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
+local function where_search_ends(whole, width, head, capacity)
+  local from = HEADER_LEN + head * width + 1
+  local run = string.find(whole, width == 4 and '\0\0\0\0' or '\0\0\0\0\0\0\0\0', from, true)
+  if not run then return capacity end
+  local into = run - from
+  local stop = head + (into - into % width) / width
+  if into % width ~= 0 then stop = stop + 1 end
+  local free = HEADER_LEN + stop * width
+  zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
+  if string.sub(whole, free + 1) == string.sub(zeros, 1, #whole - free) then return stop end
+  return nil
+end
+
 -- Checks the header and the live range in O(log N), as the module does on
 -- every call, and sets the log's layout; false for bytes that are not a
 -- compact log. (The layout is fields of the log rather than a table of
@@ -660,8 +685,13 @@ function Compact:parse()
   self.width, self.base, self.head, self.capacity = width, base_high * TWO_32 + base_low, head, capacity
   -- The live slots are the nonzero ones from the head on. (Narrow slots
   -- of a value at hand, the usual case, are read here without slot_at.)
-  local narrow = width == 4 and self.whole
+  local whole = self.whole
+  local narrow = width == 4 and whole
   local low, high = head, capacity
+  if whole then
+    local stop = where_search_ends(whole, width, head, capacity)
+    if stop then low, high = stop, stop end
+  end
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
     local value
@@ -689,12 +719,11 @@ end
 
 -- Whether the value is a log, parsed once per change.
 function Compact:current()
-  local valid = self.valid
-  if valid == nil then
-    valid = self.exists and self:parse()
-    self.valid = valid
+  if not self.parsed then
+    self.valid = self.exists and self:parse()
+    self.parsed = true
   end
-  return valid
+  return self.valid
 end
 
 -- Whether a change may go ahead on an existing log: not after one found
@@ -818,7 +847,7 @@ end
 -- base or past the slot width, the value is written anew with room for
 -- an eighth more.
 function Compact:record(at, count)
-  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = nil end
+  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = false end
   if not self.exists and not self.damaged then
     self:store(encode({}, 0, { time = at, count = count, after = 0 }))
     return
@@ -852,7 +881,7 @@ function Compact:record(at, count)
   if first == stop and self.whole then
     local free_from = from + count * width
     if string.sub(self.whole, free_from + 1) == string.rep('\0', #self.whole - free_from) then
-      self.valid, self.stop, self.newest_time = true, stop + count, at
+      self.parsed, self.valid, self.stop, self.newest_time = true, true, stop + count, at
       if head == stop then self.oldest_time = at end
     end
   end
