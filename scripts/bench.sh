@@ -19,7 +19,8 @@
 #               library on compact logs beside the module
 #   library     the function library against the usual script on the
 #               one-window workloads: time per call, commands per call,
-#               and the Lua time around them
+#               and the Lua time around them; and the same commands with
+#               no more Lua than the script's, which is the floor
 #   refund      SWL.REFUND's server time beside SWL.CHECK's, in both
 #               encodings, and through the function library
 # Usage: scripts/bench.sh [requests per throughput run]
@@ -344,6 +345,50 @@ breakdown() {
         END { printf "%-30s %10.2f %10.2f %10.2f %10.2f\n", label, usec / calls, inner / calls, inner_usec / calls, (usec - inner_usec) / calls }'
 }
 
+# The commands a one-window call of the library issues, with no more Lua
+# around them than the usual script has (its decision, by the count): a
+# function per encoding that admits as the library does on a log it has
+# already written (a count of later entries after the ZADD, on a sorted
+# set) and denies as it does (on a sorted set, the entry the wait is for
+# and the newest, then the expiry; on a compact log, the expiry). What
+# these cost over the script is the commands' share; what the library
+# costs over these is its Lua's.
+FLOOR='#!lua name=swl_floor
+local function clock()
+  local t = redis.call("TIME")
+  return t[1] * 1000 + math.floor(t[2] / 1000), t[1] .. t[2]
+end
+local function zset_floor(keys, args)
+  local now, micros = clock()
+  local window, limit = tonumber(args[1]), tonumber(args[2])
+  redis.call("ZREMRANGEBYSCORE", keys[1], "-inf", now - window)
+  local count = redis.call("ZCARD", keys[1])
+  if count < limit then
+    redis.call("ZADD", keys[1], now, micros .. "-" .. count)
+    redis.call("ZCOUNT", keys[1], "(" .. now, "+inf")
+    redis.call("PEXPIRE", keys[1], window)
+    return 1
+  end
+  redis.call("ZRANGE", keys[1], count - limit, count - limit, "WITHSCORES")
+  redis.call("ZRANGE", keys[1], -1, -1, "WITHSCORES")
+  redis.call("PEXPIRETIME", keys[1])
+  return 0
+end
+local function compact_floor(keys, args)
+  local now = clock()
+  local window, limit = tonumber(args[1]), tonumber(args[2])
+  local value = redis.call("GETRANGE", keys[1], 0, 1023)
+  if #value / 4 < limit then
+    redis.call("SETRANGE", keys[1], #value, "slot")
+    redis.call("PEXPIRE", keys[1], window)
+    return 1
+  end
+  redis.call("PEXPIRETIME", keys[1])
+  return 0
+end
+redis.register_function("zset_floor", zset_floor)
+redis.register_function("compact_floor", compact_floor)'
+
 # The function library against the usual script on the one-window
 # workloads, with where each spends its time.
 library_cost() {
@@ -356,6 +401,10 @@ library_cost() {
     rows+=("$(breakdown "swl.lua compact, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*')")
     rows+=("$(breakdown "swl.lua compact, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*')")
     load_library zset
+    rows+=("$(breakdown "its commands, sorted set, adm." 100000 fcall FCALL zset_floor 1 "b:__rand_int__" 60000 1000)")
+    rows+=("$(breakdown "its commands, sorted set, den." 10 fcall FCALL zset_floor 1 "b:__rand_int__" 60000 10)")
+    rows+=("$(breakdown "its commands, compact, adm." 100000 fcall FCALL compact_floor 1 "b:__rand_int__" 60000 1000)")
+    rows+=("$(breakdown "its commands, compact, den." 10 fcall FCALL compact_floor 1 "b:__rand_int__" 60000 10)")
     printf '%-30s %10s %10s %10s %10s\n' workload "us/call" "cmds/call" "cmds us" "Lua us"
     printf '%s\n' "${rows[@]}"
     local per_call=()
@@ -364,6 +413,9 @@ library_cost() {
     printf 'swl.lua vs script: sorted set admitted %s (target <= 1.3), denied %s (target <= 2); compact admitted %s (target <= 1.6), denied %s (target <= 2)\n' \
         "$(ratio "${per_call[2]}" "${per_call[0]}")" "$(ratio "${per_call[3]}" "${per_call[1]}")" \
         "$(ratio "${per_call[4]}" "${per_call[0]}")" "$(ratio "${per_call[5]}" "${per_call[1]}")"
+    printf 'its commands alone vs script: sorted set admitted %s, denied %s; compact admitted %s, denied %s\n' \
+        "$(ratio "${per_call[6]}" "${per_call[0]}")" "$(ratio "${per_call[7]}" "${per_call[1]}")" \
+        "$(ratio "${per_call[8]}" "${per_call[0]}")" "$(ratio "${per_call[9]}" "${per_call[1]}")"
 }
 
 # SWL.REFUND beside SWL.CHECK on the same keys, in one encoding: checks
@@ -400,6 +452,7 @@ load_library() {
 start_server
 sha=$(cli script load "$LUA")
 load_library zset
+printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
 echo
