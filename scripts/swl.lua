@@ -159,14 +159,6 @@ local function partition_point(len, is_before)
   return low
 end
 
--- A table holding the methods of `class` as its own fields: a method
--- found there costs two fifths less than one found through a metatable.
-local function with_methods(class)
-  local object = {}
-  for name, method in pairs(class) do object[name] = method end
-  return object
-end
-
 --[[ The log as a sorted set: one member per entry, scored by its time. ]]
 
 -- Random-looking 14-digit members from the clock (the first is
@@ -202,71 +194,66 @@ local TAIL_AT_MOST = 2
 -- until it writes: the count (ZCARD, kept through its own ZADD), the
 -- floor the log was last trimmed to (counting above it or any lower floor
 -- is the count), the newest entries read by rank, and the newest entry
--- once known (the call's ZADD into an empty log tells it). A log is a
--- table of that state with the methods below.
+-- once known (the call's ZADD into an empty log tells it).
+--
+-- Functions never run at once, so a call has one log open: its state is
+-- in the locals below, which the call that opens a log sets afresh, and
+-- the log is the table of methods over them. (A table per call, or one
+-- reused, costs a hundred or two instructions per field read or set,
+-- where a local costs a few; a new table more than the rest of a
+-- denial's decision.) What is not known is false.
 local Zset = {}
-
--- Each encoding's log is one table that every call sets afresh, field by
--- field: functions never run at once, and a new table per call costs
--- more than the rest of a denial's decision (and leaves garbage). A
--- field not known is false, never nil: Lua drops nil fields when a table
--- grows, and setting one again then grows it again, at every call.
-local zset_in_use
+local z_key, z_first_member, z_trimmed_to, z_card, z_tail_from, z_tail, z_newest_at
 
 -- The log in `key`, where a call adds members from `first_member`;
 -- `trimmed_to`, when given, is a floor the caller has
 -- already trimmed it to.
 local function zset_log(key, first_member, trimmed_to)
-  local log = zset_in_use
-  if not log then
-    log = with_methods(Zset)
-    zset_in_use = log
-  end
-  log.key, log.first_member, log.trimmed_to = key, first_member, trimmed_to or false
-  log.card, log.tail_from, log.tail, log.newest_at = false, false, false, false
-  return log
+  z_key, z_first_member, z_trimmed_to = key, first_member, trimmed_to or false
+  z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false
+  return Zset
 end
 
-function Zset:forget() self.card, self.tail_from, self.tail, self.newest_at = false, false, false, false end
+function Zset:forget() z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false end
 
 function Zset:len()
-  local card = self.card
+  local card = z_card
   if not card then
-    card = redis.call('ZCARD', self.key)
-    self.card = card
+    card = redis.call('ZCARD', z_key)
+    z_card = card
   end
   return card
 end
 
 function Zset:count_above(floor)
-  local trimmed_to = self.trimmed_to
+  local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return self:len() end
-  return redis.call('ZCOUNT', self.key, '(' .. num(floor), '+inf')
+  return redis.call('ZCOUNT', z_key, '(' .. num(floor), '+inf')
 end
 
 function Zset:score_at(rank)
   if rank < 0 then return nil end
-  local tail_from = self.tail_from
-  if tail_from and rank >= tail_from then return self.tail[rank - tail_from + 1] end
+  local tail_from = z_tail_from
+  if tail_from and rank >= tail_from then return z_tail[rank - tail_from + 1] end
   local from_newest = self:len() - rank
   if from_newest == 1 then
     -- The newest alone, kept as such (no list of one).
-    local newest = self.newest_at
+    local newest = z_newest_at
     if not newest then
-      local entry = redis.call('ZRANGE', self.key, -1, -1, 'WITHSCORES')
+      local entry = redis.call('ZRANGE', z_key, -1, -1, 'WITHSCORES')
       newest = entry[2] and entry[2] + 0
-      self.newest_at = newest or false
+      z_newest_at = newest or false
     end
     return newest
   end
   if from_newest > TAIL_AT_MOST then
-    local entry = redis.call('ZRANGE', self.key, rank, rank, 'WITHSCORES')
+    local entry = redis.call('ZRANGE', z_key, rank, rank, 'WITHSCORES')
     return entry[2] and entry[2] + 0
   end
-  local entries = redis.call('ZRANGE', self.key, rank, -1, 'WITHSCORES')
+  local entries = redis.call('ZRANGE', z_key, rank, -1, 'WITHSCORES')
   local tail = {}
   for i = 2, #entries, 2 do tail[i / 2] = entries[i] + 0 end
-  self.tail_from, self.tail = rank, tail
+  z_tail_from, z_tail = rank, tail
   return tail[1]
 end
 
@@ -275,40 +262,40 @@ end
 -- score (each read costs a double formatted and parsed back); where they
 -- went into an empty log, they are the newest.
 function Zset:newest(recorded_at)
-  if self.newest_at then return self.newest_at end
-  if recorded_at and redis.call('ZCOUNT', self.key, '(' .. num(recorded_at), '+inf') == 0 then
+  if z_newest_at then return z_newest_at end
+  if recorded_at and redis.call('ZCOUNT', z_key, '(' .. num(recorded_at), '+inf') == 0 then
     return recorded_at
   end
   return self:score_at(self:len() - 1)
 end
 
 function Zset:trim_through(floor)
-  local trimmed_to = self.trimmed_to
+  local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return end
-  redis.call('ZREMRANGEBYSCORE', self.key, '-inf', floor)
+  redis.call('ZREMRANGEBYSCORE', z_key, '-inf', floor)
   self:forget()
-  self.trimmed_to = floor
+  z_trimmed_to = floor
 end
 
 function Zset:record(at, count)
-  add_members(self.key, at, count, self.first_member)
-  local known = self.card
+  add_members(z_key, at, count, z_first_member)
+  local known = z_card
   self:forget()
-  if known then self.card = known + count end
-  if known == 0 then self.newest_at = at end
-  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = false end
+  if known then z_card = known + count end
+  if known == 0 then z_newest_at = at end
+  if z_trimmed_to and at <= z_trimmed_to then z_trimmed_to = false end
 end
 
 function Zset:cap_to(max_entries)
   local excess = self:len() - max_entries
   if excess > 0 then
-    redis.call('ZREMRANGEBYRANK', self.key, 0, excess - 1)
+    redis.call('ZREMRANGEBYRANK', z_key, 0, excess - 1)
     self:forget()
   end
 end
 
 function Zset:drop_newest(count)
-  redis.call('ZREMRANGEBYRANK', self.key, -count, -1)
+  redis.call('ZREMRANGEBYRANK', z_key, -count, -1)
   self:forget()
 end
 
@@ -319,7 +306,7 @@ function Zset:finish() return true end
 -- shows a score otherwise (fractional, infinite).
 function Zset:entries()
   local times = {}
-  local scores = redis.call('ZRANGE', self.key, 0, -1, 'WITHSCORES')
+  local scores = redis.call('ZRANGE', z_key, 0, -1, 'WITHSCORES')
   for i = 2, #scores, 2 do
     local score = tonumber(scores[i])
     local whole = score == math.floor(score) and math.abs(score) < 9.2e18
@@ -461,14 +448,16 @@ local function encode(times, spare, insert)
   return table.concat(out), width, base, slots, n, oldest, newest
 end
 
--- The compact log in `key`, which holds one (`exists`) or nothing.
--- A compact log is a table of what a call has read of the value, kept
--- equal to the stored bytes through every write (its length, the whole
--- value when small or written here, its header, blocks of slots), the
--- value as parsed (again after every change, as the module parses it),
--- and what the call has changed, with the methods below.
+-- A compact log's state (as a sorted set's, in locals) is what the call
+-- has read of the value, kept equal to the stored bytes through every
+-- write (its length, the whole value when small or written here, its
+-- header, blocks of slots), the value as parsed (again after every
+-- change, as the module parses it), and what the call has changed; the
+-- log is the methods below.
 local Compact = {}
-local compact_in_use -- as zset_in_use
+local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
+local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
+local c_head_pending, c_damaged, c_trimmed_to
 
 -- The compact log in `key`, which holds one (`exists`) or nothing;
 -- `start`, where the caller has read it, is the value's first
@@ -480,73 +469,68 @@ local function compact_log(key, exists, start)
   else
     header = start
   end
-  local log = compact_in_use
-  if not log then
-    log = with_methods(Compact)
-    compact_in_use = log
-  end
-  log.key, log.exists = key, exists
+  c_key, c_exists = key, exists
   -- What has been read (see reread): the value's length, the whole value
   -- when small or written here, its start (at least its header), blocks
   -- of slots where they are read.
-  log.size, log.whole, log.header, log.blocks = size or false, whole or false, header or false, false
+  c_size, c_whole, c_header, c_blocks = size or false, whole or false, header or false, false
   -- The value as parsed (see reparse and parse): whether it was parsed,
   -- whether it is a log, and its layout (width, base, head, capacity,
   -- stop, oldest_time, newest_time), which is read only where `valid`
   -- says parse has set it for this value.
-  log.parsed, log.valid = false, false
+  c_parsed, c_valid = false, false
   -- A head moved but not yet written: a later change of the call may
   -- find the value damaged, and the call must then leave it as it was.
-  log.head_pending = false
+  c_head_pending = false
   -- A change found bytes that are not a compact log (slots another
   -- writer changed, which a call reads only in part): nothing more is
   -- written.
-  log.damaged = false
+  c_damaged = false
   -- A floor every live entry is above (see trim_through).
-  log.trimmed_to = false
-  return log
+  c_trimmed_to = false
+  return Compact
 end
 
-function Compact:reread() self.size, self.whole, self.header, self.blocks = false, false, false, false end
-function Compact:reparse() self.parsed, self.valid = false, false end
+function Compact:reread() c_size, c_whole, c_header, c_blocks = false, false, false, false end
+function Compact:reparse() c_parsed, c_valid = false, false end
 
 -- `n` bytes from offset `at` (0-based).
 function Compact:read(at, n)
-  local whole = self.whole
+  local whole = c_whole
   if whole then return string.sub(whole, at + 1, at + n) end
-  return redis.call('GETRANGE', self.key, at, at + n - 1)
+  return redis.call('GETRANGE', c_key, at, at + n - 1)
 end
 
 -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
 -- whole by the same call.
 function Compact:value_len()
-  if not self.size then
-    local start = self.header or redis.call('GETRANGE', self.key, 0, READ_WHOLE_AT_MOST - 1)
+  if not c_size then
+    local start = c_header or redis.call('GETRANGE', c_key, 0, READ_WHOLE_AT_MOST - 1)
     if #start < READ_WHOLE_AT_MOST then
-      self.size, self.whole = #start, start
+      c_size, c_whole = #start, start
     else
-      self.size = redis.call('STRLEN', self.key)
-      self.header = start
-      if self.size == #start then self.whole = start end
+      c_size = redis.call('STRLEN', c_key)
+      c_header = start
+      if c_size == #start then c_whole = start end
     end
   end
-  return self.size
+  return c_size
 end
 
 -- The slot at `index` of a value not decoded whole: slots are read a
 -- block at a time, and decoded one at a time; 0 past the end.
 function Compact:raw_from_blocks(index)
-  if index >= self.capacity then return 0 end
-  local width, blocks = self.width, self.blocks
+  if index >= c_capacity then return 0 end
+  local width, blocks = c_width, c_blocks
   if not blocks then
     blocks = {}
-    self.blocks = blocks
+    c_blocks = blocks
   end
   local block = (index - index % BLOCK_SLOTS) / BLOCK_SLOTS
   local bytes = blocks[block]
   if not bytes then
     local first = block * BLOCK_SLOTS
-    local count = math.min(BLOCK_SLOTS, self.capacity - first)
+    local count = math.min(BLOCK_SLOTS, c_capacity - first)
     bytes = self:read(HEADER_LEN + first * width, count * width)
     blocks[block] = bytes
   end
@@ -562,24 +546,24 @@ function Compact:overlay(at, bytes)
   local function splice(old)
     return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
   end
-  if self.whole then self.whole = splice(self.whole) end
-  if self.header and at < HEADER_LEN then
-    self.header = string.sub(splice(self.header), 1, HEADER_LEN)
+  if c_whole then c_whole = splice(c_whole) end
+  if c_header and at < HEADER_LEN then
+    c_header = string.sub(splice(c_header), 1, HEADER_LEN)
   end
-  if self.blocks and stop > HEADER_LEN then
-    local slot_bytes = self.width * BLOCK_SLOTS
+  if c_blocks and stop > HEADER_LEN then
+    local slot_bytes = c_width * BLOCK_SLOTS
     local first = math.floor((math.max(at, HEADER_LEN) - HEADER_LEN) / slot_bytes)
     for block = first, math.floor((stop - 1 - HEADER_LEN) / slot_bytes) do
-      self.blocks[block] = nil
+      c_blocks[block] = nil
     end
   end
   self:reparse()
 end
 
 function Compact:write_pending_head()
-  if self.head_pending then
-    redis.call('SETRANGE', self.key, HEAD_AT, self.head_pending)
-    self.head_pending = false
+  if c_head_pending then
+    redis.call('SETRANGE', c_key, HEAD_AT, c_head_pending)
+    c_head_pending = false
   end
 end
 
@@ -587,55 +571,55 @@ end
 -- to what is stored. A moved head goes with them, in the same SETRANGE
 -- where the whole value is at hand.
 function Compact:write(at, bytes)
-  if self.head_pending and self.whole and at > HEAD_AT then
-    self.head_pending = false
+  if c_head_pending and c_whole and at > HEAD_AT then
+    c_head_pending = false
     self:overlay(at, bytes)
-    redis.call('SETRANGE', self.key, HEAD_AT, string.sub(self.whole, HEAD_AT + 1, at + #bytes))
+    redis.call('SETRANGE', c_key, HEAD_AT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
     return
   end
   self:write_pending_head()
-  redis.call('SETRANGE', self.key, at, bytes)
+  redis.call('SETRANGE', c_key, at, bytes)
   self:overlay(at, bytes)
 end
 
 -- The whole value written anew, keeping the key's expiry: a value
 -- encode made, whose layout it tells (so no parse follows).
 function Compact:store(value, width, base, capacity, len, oldest, newest)
-  self.head_pending = false
-  redis.call('SET', self.key, value, 'KEEPTTL')
-  self.exists = true
+  c_head_pending = false
+  redis.call('SET', c_key, value, 'KEEPTTL')
+  c_exists = true
   self:reread()
-  self.size, self.whole = #value, value
-  self.parsed, self.valid = true, true
-  self.width, self.base, self.head, self.capacity = width, base, 0, capacity
-  self.stop, self.oldest_time, self.newest_time = len, oldest, newest
+  c_size, c_whole = #value, value
+  c_parsed, c_valid = true, true
+  c_width, c_base, c_head, c_capacity = width, base, 0, capacity
+  c_stop, c_oldest_time, c_newest_time = len, oldest, newest
 end
 
 function Compact:unlink()
-  self.head_pending = false
-  redis.call('UNLINK', self.key)
-  self.exists = false
+  c_head_pending = false
+  redis.call('UNLINK', c_key)
+  c_exists = false
   self:reread()
   self:reparse()
 end
 
 -- The slot at `index` (0 and up) as stored; 0 past the end. These and
--- the searches below are plain functions over plain fields, not methods,
--- and a value at hand is read in place: they run several times a call,
--- where each call, lookup and table shows.
-local function slot_at(log, index)
-  if index >= log.capacity then return 0 end
-  local whole = log.whole
-  if not whole then return log:raw_from_blocks(index) end
-  local at = HEADER_LEN + index * log.width + 1
-  if log.width == 4 then return (struct.unpack('<I4', whole, at)) end
+-- the searches below are plain functions, not methods, and a value at
+-- hand is read in place: they run several times a call, where each call,
+-- lookup and table shows.
+local function slot_at(index)
+  if index >= c_capacity then return 0 end
+  local whole = c_whole
+  if not whole then return Compact:raw_from_blocks(index) end
+  local at = HEADER_LEN + index * c_width + 1
+  if c_width == 4 then return (struct.unpack('<I4', whole, at)) end
   local low, high = struct.unpack('<I4I4', whole, at)
   return wide_slot(low, high)
 end
 
 -- The time of the slot at `index`, if it holds one.
-local function time_at(log, index)
-  local value, base = slot_at(log, index), log.base
+local function time_at(index)
+  local value, base = slot_at(index), c_base
   if value == 0 or value - 1 > MAX_MS - base then return nil end
   return base + value - 1
 end
@@ -664,15 +648,15 @@ end
 
 -- Checks the header and the live range in O(log N), as the module does on
 -- every call, and sets the log's layout; false for bytes that are not a
--- compact log. (The layout is fields of the log rather than a table of
--- its own: a table costs as much as a search.)
+-- compact log. (The layout is locals, not a table of its own: a table
+-- costs as much as a search.)
 function Compact:parse()
   local len = self:value_len()
   if len < MIN_LEN then return false end
-  local header = self.whole
+  local header = c_whole
   if not header then
-    header = self.header or self:read(0, HEADER_LEN)
-    self.header = header
+    header = c_header or self:read(0, HEADER_LEN)
+    c_header = header
   end
   local magic, width, reserved, base_low, base_high, head, reserved_too =
     struct.unpack(HEADER_FORMAT, header)
@@ -682,10 +666,10 @@ function Compact:parse()
   end
   local capacity = (len - HEADER_LEN) / width
   if head > capacity then return false end
-  self.width, self.base, self.head, self.capacity = width, base_high * TWO_32 + base_low, head, capacity
+  c_width, c_base, c_head, c_capacity = width, base_high * TWO_32 + base_low, head, capacity
   -- The live slots are the nonzero ones from the head on. (Narrow slots
   -- of a value at hand, the usual case, are read here without slot_at.)
-  local whole = self.whole
+  local whole = c_whole
   local narrow = width == 4 and whole
   local low, high = head, capacity
   if whole then
@@ -696,65 +680,65 @@ function Compact:parse()
     local mid = low + (high - low - (high - low) % 2) / 2
     local value
     if narrow then value = struct.unpack('<I4', narrow, HEADER_LEN + 4 * mid + 1)
-    else value = slot_at(self, mid) end
+    else value = slot_at(mid) end
     if value ~= 0 then low = mid + 1 else high = mid end
   end
-  self.stop = low
+  c_stop = low
   if low > head then
     -- Both ends, kept: most counts and waits need no more than these.
     local oldest, newest
     if narrow then
       local first = struct.unpack('<I4', narrow, HEADER_LEN + 4 * head + 1)
       local last = struct.unpack('<I4', narrow, HEADER_LEN + 4 * (low - 1) + 1)
-      local base = self.base
+      local base = c_base
       if first ~= 0 and last - 1 <= MAX_MS - base then oldest, newest = base + first - 1, base + last - 1 end
     else
-      oldest, newest = time_at(self, head), time_at(self, low - 1)
+      oldest, newest = time_at(head), time_at(low - 1)
     end
     if not oldest or not newest or oldest > newest then return false end
-    self.oldest_time, self.newest_time = oldest, newest
+    c_oldest_time, c_newest_time = oldest, newest
   end
   return true
 end
 
 -- Whether the value is a log, parsed once per change.
 function Compact:current()
-  if not self.parsed then
-    self.valid = self.exists and self:parse()
-    self.parsed = true
+  if not c_parsed then
+    c_valid = c_exists and self:parse()
+    c_parsed = true
   end
-  return self.valid
+  return c_valid
 end
 
 -- Whether a change may go ahead on an existing log: not after one found
 -- the value damaged, and not on bytes that no longer parse (which marks
 -- them damaged).
 function Compact:changeable()
-  if self.damaged or not self.exists then return false end
-  if self.valid or self:current() then return true end
-  self.damaged = true
+  if c_damaged or not c_exists then return false end
+  if c_valid or self:current() then return true end
+  c_damaged = true
   return false
 end
 
 -- Live entries at or before `t`: none before the oldest, all from the
 -- newest, otherwise a binary search.
 function Compact:count_through(t)
-  local live = self.stop - self.head
-  if live == 0 or t < self.oldest_time then return 0 end
-  if t >= self.newest_time then return live end
-  local limit = t + 1 - self.base
-  local head = self.head
-  local low, high = head, self.stop
+  local live = c_stop - c_head
+  if live == 0 or t < c_oldest_time then return 0 end
+  if t >= c_newest_time then return live end
+  local limit = t + 1 - c_base
+  local head = c_head
+  local low, high = head, c_stop
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
-    if slot_at(self, mid) <= limit then low = mid + 1 else high = mid end
+    if slot_at(mid) <= limit then low = mid + 1 else high = mid end
   end
   return low - head
 end
 
 function Compact:live_above(floor)
-  local trimmed_to = self.trimmed_to
-  local live = self.stop - self.head
+  local trimmed_to = c_trimmed_to
+  local live = c_stop - c_head
   if floor < 0 or (trimmed_to and floor <= trimmed_to) then return live end
   return live - self:count_through(floor)
 end
@@ -763,10 +747,10 @@ end
 -- checked, and the free slots after them checked to be free; nil if any
 -- is not.
 function Compact:entries_from(head)
-  local width, stop = self.width, self.stop
-  local bytes = self:read(HEADER_LEN + head * width, (self.capacity - head) * width)
+  local width, stop = c_width, c_stop
+  local bytes = self:read(HEADER_LEN + head * width, (c_capacity - head) * width)
   local stored = decode_slots(bytes, width, stop - head)
-  local times, base = {}, self.base
+  local times, base = {}, c_base
   for i, value in ipairs(stored) do
     if value == 0 or value - 1 > MAX_MS - base then return nil end
     local t = base + value - 1
@@ -782,63 +766,63 @@ end
 -- goes, a dead prefix of more than half the value is reclaimed by writing
 -- the live entries anew, otherwise only the head changes.
 function Compact:move_head(head)
-  if head == self.head then return end
-  if head == self.stop then
+  if head == c_head then return end
+  if head == c_stop then
     self:unlink()
-  elseif head * 2 > self.capacity then
+  elseif head * 2 > c_capacity then
     local times = self:entries_from(head)
-    if times then self:store(encode(times, 0)) else self.damaged = true end
+    if times then self:store(encode(times, 0)) else c_damaged = true end
   else
-    self.head_pending = struct.pack('<I4', head)
-    self:overlay(HEAD_AT, self.head_pending)
+    c_head_pending = struct.pack('<I4', head)
+    self:overlay(HEAD_AT, c_head_pending)
   end
 end
 
 function Compact:len()
-  if not (self.valid or self:current()) then return 0 end
-  return self.stop - self.head
+  if not (c_valid or self:current()) then return 0 end
+  return c_stop - c_head
 end
 
 function Compact:count_above(floor)
-  if not (self.valid or self:current()) then return 0 end
-  local trimmed_to = self.trimmed_to
-  if trimmed_to and floor <= trimmed_to then return self.stop - self.head end
+  if not (c_valid or self:current()) then return 0 end
+  local trimmed_to = c_trimmed_to
+  if trimmed_to and floor <= trimmed_to then return c_stop - c_head end
   return self:live_above(floor)
 end
 
 function Compact:score_at(rank)
-  if not (self.valid or self:current()) then return nil end
-  local live = self.stop - self.head
+  if not (c_valid or self:current()) then return nil end
+  local live = c_stop - c_head
   if rank < 0 or rank >= live then return nil end
-  if rank == 0 then return self.oldest_time end
-  if rank == live - 1 then return self.newest_time end
-  return time_at(self, self.head + rank) or MAX_MS
+  if rank == 0 then return c_oldest_time end
+  if rank == live - 1 then return c_newest_time end
+  return time_at(c_head + rank) or MAX_MS
 end
 
 -- The newest entry, as the log's ends show it (a damaged value may show
 -- one older than what was just recorded).
 function Compact:newest()
-  if not (self.valid or self:current()) or self.stop == self.head then return nil end
-  return self.newest_time
+  if not (c_valid or self:current()) or c_stop == c_head then return nil end
+  return c_newest_time
 end
 
 -- Remembers the floor: every live entry is above it until an entry at or
 -- below it is recorded, so counting above it needs no search.
 function Compact:trim_through(floor)
   -- Nothing to trim, the usual case: no search, no change.
-  if self.valid and not self.damaged and (self.stop == self.head or floor < self.oldest_time) then
-    self.trimmed_to = floor
+  if c_valid and not c_damaged and (c_stop == c_head or floor < c_oldest_time) then
+    c_trimmed_to = floor
     return
   end
   if self:changeable() then
-    self:move_head(self.stop - self:live_above(floor))
-    self.trimmed_to = floor
+    self:move_head(c_stop - self:live_above(floor))
+    c_trimmed_to = floor
   end
 end
 
 function Compact:cap_to(max_entries)
   if self:changeable() then
-    self:move_head(self.stop - math.min(self.stop - self.head, max_entries))
+    self:move_head(c_stop - math.min(c_stop - c_head, max_entries))
   end
 end
 
@@ -847,26 +831,26 @@ end
 -- base or past the slot width, the value is written anew with room for
 -- an eighth more.
 function Compact:record(at, count)
-  if self.trimmed_to and at <= self.trimmed_to then self.trimmed_to = false end
-  if not self.exists and not self.damaged then
+  if c_trimmed_to and at <= c_trimmed_to then c_trimmed_to = false end
+  if not c_exists and not c_damaged then
     self:store(encode({}, 0, { time = at, count = count, after = 0 }))
     return
   end
   if not self:changeable() then return end
-  local width = self.width
-  local stored = at + 1 - self.base
+  local width = c_width
+  local stored = at + 1 - c_base
   local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
-  if not fits or self.capacity - self.stop < count then
-    local times = self:entries_from(self.head)
+  if not fits or c_capacity - c_stop < count then
+    local times = self:entries_from(c_head)
     if not times then
-      self.damaged = true
+      c_damaged = true
       return
     end
     local after = partition_point(#times, function(i) return times[i + 1] <= at end)
     self:store(encode(times, count, { time = at, count = count, after = after }))
     return
   end
-  local head, stop = self.head, self.stop
+  local head, stop = c_head, c_stop
   local first = head + self:count_through(at)
   local from = HEADER_LEN + first * width
   local moved = ''
@@ -878,11 +862,11 @@ function Compact:record(at, count)
   -- slot (the last parse's search probed the old end, so one does) it
   -- makes the last parse's probes, and after that it probes only past
   -- that slot. The layout then follows without a search.
-  if first == stop and self.whole then
+  if first == stop and c_whole then
     local free_from = from + count * width
-    if string.sub(self.whole, free_from + 1) == string.rep('\0', #self.whole - free_from) then
-      self.parsed, self.valid, self.stop, self.newest_time = true, true, stop + count, at
-      if head == stop then self.oldest_time = at end
+    if string.sub(c_whole, free_from + 1) == string.rep('\0', #c_whole - free_from) then
+      c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
+      if head == stop then c_oldest_time = at end
     end
   end
 end
@@ -891,38 +875,38 @@ end
 -- key.
 function Compact:drop_newest(count)
   if not self:changeable() then return end
-  local n = self.stop - self.head
+  local n = c_stop - c_head
   if n == 0 then return end
   if count >= n then
     self:unlink()
   else
-    local width = self.width
-    self:write(HEADER_LEN + (self.stop - count) * width, string.rep('\0', count * width))
+    local width = c_width
+    self:write(HEADER_LEN + (c_stop - count) * width, string.rep('\0', count * width))
   end
 end
 
 -- Ends the call's changes: false if one found the value damaged, which is
 -- then left as it was; otherwise a moved head is written.
 function Compact:finish()
-  if self.damaged then return false end
+  if c_damaged then return false end
   self:write_pending_head()
   return true
 end
 
 -- Every entry, each slot checked; nil if the value is not a compact log.
 function Compact:entries()
-  if not self.exists then return {} end
+  if not c_exists then return {} end
   if not self:current() then return nil end
-  return self:entries_from(self.head)
+  return self:entries_from(c_head)
 end
 
 -- Whether a string key holds a well-formed log, as far as a call checks.
-function Compact:is_well_formed() return not self.exists or self:current() end
+function Compact:is_well_formed() return not c_exists or self:current() end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
 -- Each window's entries above its floor, in one table that every call
--- fills afresh (as zset_in_use). (Loops here count windows rather than
+-- fills afresh (as a log's state). (Loops here count windows rather than
 -- use ipairs, and compare rather than call math.max: these run on every
 -- call, where each function call shows.)
 local counted = {}
