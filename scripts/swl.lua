@@ -80,7 +80,9 @@ local function parse_window(ms_text, limit_text)
   local limit = repeated_integer_of(limit_text)
   if not limit or limit > MAX_MS then return nil, ERR_LIMIT end
   -- A call of one window hands on `alone`, a list of just it.
-  window = { ms = ms, limit = limit }
+  -- The text of `ms` is kept too: it is the argument of the PEXPIRE of
+  -- an admitted check whose newest entry is now (see expire_in).
+  window = { ms = ms, limit = limit, ms_text = ms_text }
   window.alone = { window, widest = window, largest_limit = limit }
   if windows_kept == INTEGERS_AT_MOST then windows_by_text, windows_kept = {}, 0 end
   if not windows_by_text[ms_text] then windows_by_text[ms_text] = {} end
@@ -543,12 +545,9 @@ end
 -- Makes what was read show `bytes` at `at`, as the value will hold them.
 function Compact:overlay(at, bytes)
   local stop = at + #bytes
-  local function splice(old)
-    return string.sub(old, 1, at) .. bytes .. string.sub(old, stop + 1)
-  end
-  if c_whole then c_whole = splice(c_whole) end
+  if c_whole then c_whole = string.sub(c_whole, 1, at) .. bytes .. string.sub(c_whole, stop + 1) end
   if c_header and at < HEADER_LEN then
-    c_header = string.sub(splice(c_header), 1, HEADER_LEN)
+    c_header = string.sub(string.sub(c_header, 1, at) .. bytes .. string.sub(c_header, stop + 1), 1, HEADER_LEN)
   end
   if c_blocks and stop > HEADER_LEN then
     local slot_bytes = c_width * BLOCK_SLOTS
@@ -855,7 +854,8 @@ function Compact:record(at, count)
   local from = HEADER_LEN + first * width
   local moved = ''
   if first < stop then moved = self:read(from, (stop - first) * width) end
-  self:write(from, string.rep(pack_slot(stored, width), count) .. moved)
+  local slot = pack_slot(stored, width)
+  self:write(from, count == 1 and moved == '' and slot or string.rep(slot, count) .. moved)
   -- An append to a value at hand, the usual case. The module parses the
   -- value again after it, and its search ends right after the new slots
   -- whenever every slot past them is free: until a probe lands on a new
@@ -864,7 +864,8 @@ function Compact:record(at, count)
   -- that slot. The layout then follows without a search.
   if first == stop and c_whole then
     local free_from = from + count * width
-    if string.sub(c_whole, free_from + 1) == string.rep('\0', #c_whole - free_from) then
+    zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
+    if string.sub(c_whole, free_from + 1) == string.sub(zeros, 1, #c_whole - free_from) then
       c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
       if head == stop then c_oldest_time = at end
     end
@@ -970,33 +971,39 @@ end
 -- stands; `pending` counts `cost` entries at `now` as recorded without
 -- their being in the log (SWL.PEEK of an admit).
 local function verdict(log, windows, counts, now, cost, allowed, pending)
-  local len = log:len()
-  local binding
+  -- The window that binds: admitted, the one with the fewest units left;
+  -- denied, the longest wait among those the cost does not fit. Only its
+  -- reply is made.
+  local bound, bound_left, bound_retry, len
   for i = 1, #windows do
     local w, count = windows[i], counts[i]
     local limit = w.limit
-    local reply = { allowed and 1 or 0, limit, count < limit and limit - count or 0, -1, 0, w.ms }
+    local left = count < limit and limit - count or 0
     if allowed then
-      if not binding or reply[3] < binding[3] then binding = reply end
+      if not bound or left < bound_left then bound, bound_left = i, left end
     elseif count + cost > limit then
-      reply[4] = retry_after(log, len, w, now, cost)
-      if not binding or waits_longer(reply[4], binding[4]) then binding = reply end
+      len = len or log:len()
+      local retry = retry_after(log, len, w, now, cost)
+      if not bound or waits_longer(retry, bound_retry) then
+        bound, bound_left, bound_retry = i, left, retry
+      end
     end
   end
-  if not binding then
+  if not bound then
     -- A denial that no window explains any more (a penalty cap shrank the
     -- log): the first window describes it, and the client may retry.
-    local w = windows[1]
-    local left = w.limit - counts[1]
-    binding = { allowed and 1 or 0, w.limit, left > 0 and left or 0, allowed and -1 or 1, 0, w.ms }
+    bound, bound_retry = 1, 1
+    local left = windows[1].limit - counts[1]
+    bound_left = left > 0 and left or 0
   end
   local wide = windows.widest
   -- An admitted check has just recorded entries at now.
   local newest = log:newest(allowed and not pending and now or nil)
   if newest and not (newest > now - wide.ms) then newest = nil end
   if pending and not (newest and newest > now) then newest = now end
-  binding[5] = newest and ms_until_left(newest, wide.ms, now) or 0
-  return binding
+  local w = windows[bound]
+  return { allowed and 1 or 0, w.limit, bound_left, allowed and -1 or bound_retry,
+    newest and ms_until_left(newest, wide.ms, now) or 0, w.ms }
 end
 
 -- The server's clock in milliseconds, and the first member the call would
@@ -1057,8 +1064,9 @@ end
 -- call's clock as the module sets it: an absolute time that has just
 -- passed would delete the key at once, and a relative one lands late only
 -- by the time the call took (Redis propagates it as PEXPIREAT).
-local function expire_in(key, ms)
-  redis.call('PEXPIRE', key, ms < 1 and '1' or num(ms))
+local function expire_in(key, ms, window)
+  local text = ms == window.ms and window.ms_text or (ms < 1 and '1' or num(ms))
+  redis.call('PEXPIRE', key, text)
 end
 
 local function swl_check(keys, args)
@@ -1091,13 +1099,13 @@ local function swl_check(keys, args)
   -- repairs a missing one). PEXPIRETIME is -2 for no key (the log
   -- emptied), -1 for no expiry.
   if allowed then
-    expire_in(key, reply[5])
+    expire_in(key, reply[5], windows.widest)
     return reply
   end
   local current = redis.call('PEXPIRETIME', key)
   local kept = expiry_before or current
   if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
-    expire_in(key, reply[5])
+    expire_in(key, reply[5], windows.widest)
   elseif current ~= -2 and current ~= kept then
     redis.call('PEXPIREAT', key, num(kept))
   end
@@ -1146,7 +1154,7 @@ local function swl_refund(keys, args)
   if len > 0 then
     local newest = log:score_at(len - 1)
     local lives = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
-    expire_in(keys[1], lives)
+    expire_in(keys[1], lives, wide)
   end
   return peek_reply(log, windows, now, cost)
 end
