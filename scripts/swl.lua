@@ -150,6 +150,13 @@ local function num(x)
   return string.format('%.0f', x)
 end
 
+-- An exclusive lower bound of a score range ('(' and num(x)), in one
+-- format where x is whole.
+local function above(x)
+  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('(%d', x) end
+  return '(' .. num(x)
+end
+
 -- The first index in 0..len-1 where is_before turns false (len if none),
 -- assuming it holds on a prefix.
 local function partition_point(len, is_before)
@@ -174,11 +181,14 @@ local function add_members(key, at, count, member)
     count = 1 - redis.call('ZADD', key, 'NX', at, num(member))
     member = member + 1
   end
+  -- Many entries share one score text (Redis would format a number
+  -- passed each time).
+  local score = count > 0 and num(at)
   while count > 0 do
     local n = count < ZADD_AT_MOST and count or ZADD_AT_MOST
     local args = {}
     for i = 0, n - 1 do
-      args[2 * i + 1] = at
+      args[2 * i + 1] = score
       args[2 * i + 2] = num(member + i)
     end
     count = count - redis.call('ZADD', key, 'NX', unpack(args))
@@ -230,7 +240,7 @@ end
 function Zset:count_above(floor)
   local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return self:len() end
-  return redis.call('ZCOUNT', z_key, '(' .. num(floor), '+inf')
+  return redis.call('ZCOUNT', z_key, above(floor), '+inf')
 end
 
 function Zset:score_at(rank)
@@ -265,7 +275,7 @@ end
 -- went into an empty log, they are the newest.
 function Zset:newest(recorded_at)
   if z_newest_at then return z_newest_at end
-  if recorded_at and redis.call('ZCOUNT', z_key, '(' .. num(recorded_at), '+inf') == 0 then
+  if recorded_at and redis.call('ZCOUNT', z_key, above(recorded_at), '+inf') == 0 then
     return recorded_at
   end
   return self:score_at(self:len() - 1)
