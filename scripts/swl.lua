@@ -660,7 +660,7 @@ end
 -- compact log. (The layout is locals, not a table of its own: a table
 -- costs as much as a search.)
 function Compact:parse()
-  local len = self:value_len()
+  local len = c_size or self:value_len()
   if len < MIN_LEN then return false end
   local header = c_whole
   if not header then
@@ -900,7 +900,7 @@ end
 -- then left as it was; otherwise a moved head is written.
 function Compact:finish()
   if c_damaged then return false end
-  self:write_pending_head()
+  if c_head_pending then self:write_pending_head() end
   return true
 end
 
