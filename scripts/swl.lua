@@ -633,6 +633,15 @@ local function time_at(index)
   return base + value - 1
 end
 
+local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
+
+-- Whether every byte of `whole` past its first `at` is zero; false where
+-- more than READ_WHOLE_AT_MOST bytes follow (the callers then search).
+local function zero_past(whole, at)
+  zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
+  return string.sub(whole, at + 1) == string.sub(zeros, 1, #whole - at)
+end
+
 -- Where the module's search for the first free slot from `head` ends, in
 -- a value at hand, found with three string operations rather than its
 -- probes where that is certain; nil elsewhere. The first run of `width`
@@ -641,7 +650,6 @@ end
 -- earlier run), and no slot before holds such a run; if no byte from the
 -- next slot boundary on is nonzero, every slot before it is live and
 -- every one from it free, and any search ends there.
-local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
 local function where_search_ends(whole, width, head, capacity)
   local from = HEADER_LEN + head * width + 1
   local run = string.find(whole, width == 4 and '\0\0\0\0' or '\0\0\0\0\0\0\0\0', from, true)
@@ -649,9 +657,7 @@ local function where_search_ends(whole, width, head, capacity)
   local into = run - from
   local stop = head + (into - into % width) / width
   if into % width ~= 0 then stop = stop + 1 end
-  local free = HEADER_LEN + stop * width
-  zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
-  if string.sub(whole, free + 1) == string.sub(zeros, 1, #whole - free) then return stop end
+  if zero_past(whole, HEADER_LEN + stop * width) then return stop end
   return nil
 end
 
@@ -794,8 +800,6 @@ end
 
 function Compact:count_above(floor)
   if not (c_valid or self:current()) then return 0 end
-  local trimmed_to = c_trimmed_to
-  if trimmed_to and floor <= trimmed_to then return c_stop - c_head end
   return self:live_above(floor)
 end
 
@@ -873,9 +877,7 @@ function Compact:record(at, count)
   -- makes the last parse's probes, and after that it probes only past
   -- that slot. The layout then follows without a search.
   if first == stop and c_whole then
-    local free_from = from + count * width
-    zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
-    if string.sub(c_whole, free_from + 1) == string.sub(zeros, 1, #c_whole - free_from) then
+    if zero_past(c_whole, from + count * width) then
       c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
       if head == stop then c_oldest_time = at end
     end
