@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use axum::routing::get;
 use axum::Router;
-use common::Server;
+use common::{serve, Server};
 use redis_swl_client::{Config, Encoding, KeyFn, RateLimiter};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower_governor::governor::GovernorConfigBuilder;
@@ -59,20 +59,6 @@ fn by_client() -> KeyFn {
 
 fn bare() -> Router {
     Router::new().route("/", get(|| async { "hello\n" }))
-}
-
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    address
 }
 
 /// Microseconds per request over all connections, and the statuses seen.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use common::{entries, free_port, log_kind, Server, ENCODINGS};
+use common::{entries, free_port, log_kind, serve, Server, ENCODINGS};
 use redis_swl_client::{Config, Encoding, FailurePolicy, KeyFn, RateLimiter};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -41,21 +41,6 @@ fn on_redis(url: String, windows: Vec<(u64, u64)>) -> Config {
         policy: FailurePolicy::Closed,
         ..Config::new(url, windows)
     }
-}
-
-/// Serves `app` on a free loopback port; the server stops with the test.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    address
 }
 
 /// One GET over a fresh connection: the status and the headers.

@@ -1,7 +1,8 @@
 //! Real redis-server processes for the tests: each on a free loopback port,
 //! in a temporary directory, with or without the redis-swl module (its path
 //! in SWL_MODULE, as `make test` sets it; otherwise the repository's release
-//! build), stopped when dropped.
+//! build), stopped when dropped; and the HTTP server the layer's tests and
+//! bench run their apps on.
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -237,4 +238,20 @@ pub fn log_kind(server: &Server, key: &str) -> String {
     } else {
         kind
     }
+}
+
+/// Serves `app` on a free loopback port, with each request's peer address
+/// (axum's ConnectInfo); the server stops with the runtime.
+pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    address
 }
