@@ -41,22 +41,33 @@ async function ping(port) {
 }
 
 class RedisServer {
-  // module: load the redis-swl module (creating new logs in `encoding`).
-  static async start({ module = true, encoding = 'zset', args = [] } = {}) {
+  // module: load the redis-swl module (creating new logs in `encoding`);
+  // clusterPort: a cluster node, with a bus port of its own.
+  static async start({ module = true, encoding = 'zset', args = [], clusterPort = false } = {}) {
     const server = new RedisServer();
     server.module = module;
     server.encoding = encoding;
     server.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-swl-node-'));
-    server.port = await freePort();
-    server.command = ['--port', String(server.port), '--bind', '127.0.0.1', '--save', '',
-      '--appendonly', 'no', '--dir', server.dir];
-    if (module) {
-      if (!fs.existsSync(MODULE)) throw new Error(`no module at ${MODULE}: build it (make build)`);
-      server.command.push('--loadmodule', MODULE, '--swl.encoding', encoding);
+    if (module && !fs.existsSync(MODULE)) throw new Error(`no module at ${MODULE}: build it (make build)`);
+    // A port found free can be taken before redis-server binds it (the
+    // test files run at once): a server that exits before it answers is
+    // started again on other ports.
+    for (let attempt = 1; ; attempt += 1) {
+      server.port = await freePort();
+      server.command = ['--port', String(server.port), '--bind', '127.0.0.1', '--save', '',
+        '--appendonly', 'no', '--dir', server.dir];
+      if (clusterPort) server.command.push('--cluster-port', String(await freePort()));
+      if (module) server.command.push('--loadmodule', MODULE, '--swl.encoding', encoding);
+      server.command.push(...args);
+      try {
+        await server.launch();
+        return server;
+      } catch (error) {
+        if (!server.exitedEarly || attempt === 5) throw error;
+        fs.rmSync(server.dir, { recursive: true, force: true });
+        fs.mkdirSync(server.dir);
+      }
     }
-    server.command.push(...args);
-    await server.launch();
-    return server;
   }
 
   async launch() {
@@ -69,8 +80,12 @@ class RedisServer {
     const deadline = Date.now() + timeoutMs;
     let exited = false;
     this.exited.then(() => { exited = true; });
+    this.exitedEarly = false;
     for (;;) {
-      if (exited) throw new Error('redis-server exited');
+      if (exited) {
+        this.exitedEarly = true;
+        throw new Error('redis-server exited');
+      }
       if (await ping(this.port)) return;
       if (Date.now() > deadline) throw new Error('redis-server did not answer PING');
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -125,9 +140,8 @@ class Cluster {
     const cluster = new Cluster();
     cluster.nodes = [];
     for (let i = 0; i < 3; i += 1) {
-      const args = ['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()),
-        '--cluster-node-timeout', '5000'];
-      cluster.nodes.push(await RedisServer.start({ module, encoding, args }));
+      const args = ['--cluster-enabled', 'yes', '--cluster-node-timeout', '5000'];
+      cluster.nodes.push(await RedisServer.start({ module, encoding, args, clusterPort: true }));
     }
     try {
       const addresses = cluster.nodes.map((node) => `127.0.0.1:${node.port}`);
