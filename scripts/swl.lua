@@ -142,19 +142,38 @@ local function parse(args, command)
 end
 
 -- Exact for every integer a score holds. Whole numbers go through the
--- integer format, several times cheaper than the floating-point one.
--- (A score argument is passed as a number instead: Redis formats it
--- exactly, and that measures a little cheaper than formatting it here.)
-local function num(x)
+-- integer format, several times cheaper than the floating-point one, and
+-- cheaper than passing a number to redis.call, which Redis formats as a
+-- double.
+local function whole_text(x)
   if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
   return string.format('%.0f', x)
 end
 
--- An exclusive lower bound of a score range ('(' and num(x)), in one
--- format where x is whole.
+-- The texts of numbers that recur from call to call: offsets and ranks
+-- in a log, and times, which the calls of one millisecond share (a busy
+-- server's usual case), each made once. At most TEXTS_AT_MOST are kept,
+-- all dropped when that is reached. Numbers here are never NaN.
+local TEXTS_AT_MOST = 1024
+local texts, above_texts, texts_kept = {}, {}, 0
+local function num(x)
+  local text = texts[x]
+  if text then return text end
+  text = whole_text(x)
+  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
+  texts[x], texts_kept = text, texts_kept + 1
+  return text
+end
+
+-- An exclusive lower bound of a score range: '(' and num(x).
 local function above(x)
-  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('(%d', x) end
-  return '(' .. num(x)
+  local text = above_texts[x]
+  if text then return text end
+  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then text = string.format('(%d', x)
+  else text = '(' .. whole_text(x) end
+  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
+  above_texts[x], texts_kept = text, texts_kept + 1
+  return text
 end
 
 -- The first index in 0..len-1 where is_before turns false (len if none),
@@ -178,7 +197,7 @@ local ZADD_AT_MOST = 500
 local function add_members(key, at, count, member)
   if count == 1 then
     -- The usual call: one entry, no argument list to build.
-    count = 1 - redis.call('ZADD', key, 'NX', at, num(member))
+    count = 1 - redis.call('ZADD', key, 'NX', num(at), string.format('%d', member))
     member = member + 1
   end
   -- Many entries share one score text (Redis would format a number
@@ -189,7 +208,7 @@ local function add_members(key, at, count, member)
     local args = {}
     for i = 0, n - 1 do
       args[2 * i + 1] = score
-      args[2 * i + 2] = num(member + i)
+      args[2 * i + 2] = whole_text(member + i)
     end
     count = count - redis.call('ZADD', key, 'NX', unpack(args))
     member = member + n
@@ -252,17 +271,18 @@ function Zset:score_at(rank)
     -- The newest alone, kept as such (no list of one).
     local newest = z_newest_at
     if not newest then
-      local entry = redis.call('ZRANGE', z_key, -1, -1, 'WITHSCORES')
+      local entry = redis.call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
       newest = entry[2] and entry[2] + 0
       z_newest_at = newest or false
     end
     return newest
   end
   if from_newest > TAIL_AT_MOST then
-    local entry = redis.call('ZRANGE', z_key, rank, rank, 'WITHSCORES')
+    local at = num(rank)
+    local entry = redis.call('ZRANGE', z_key, at, at, 'WITHSCORES')
     return entry[2] and entry[2] + 0
   end
-  local entries = redis.call('ZRANGE', z_key, rank, -1, 'WITHSCORES')
+  local entries = redis.call('ZRANGE', z_key, num(rank), '-1', 'WITHSCORES')
   local tail = {}
   for i = 2, #entries, 2 do tail[i / 2] = entries[i] + 0 end
   z_tail_from, z_tail = rank, tail
@@ -284,7 +304,7 @@ end
 function Zset:trim_through(floor)
   local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return end
-  redis.call('ZREMRANGEBYSCORE', z_key, '-inf', floor)
+  redis.call('ZREMRANGEBYSCORE', z_key, '-inf', num(floor))
   self:forget()
   z_trimmed_to = floor
 end
@@ -301,13 +321,13 @@ end
 function Zset:cap_to(max_entries)
   local excess = self:len() - max_entries
   if excess > 0 then
-    redis.call('ZREMRANGEBYRANK', z_key, 0, excess - 1)
+    redis.call('ZREMRANGEBYRANK', z_key, '0', num(excess - 1))
     self:forget()
   end
 end
 
 function Zset:drop_newest(count)
-  redis.call('ZREMRANGEBYRANK', z_key, -count, -1)
+  redis.call('ZREMRANGEBYRANK', z_key, num(-count), '-1')
   self:forget()
 end
 
@@ -318,7 +338,7 @@ function Zset:finish() return true end
 -- shows a score otherwise (fractional, infinite).
 function Zset:entries()
   local times = {}
-  local scores = redis.call('ZRANGE', z_key, 0, -1, 'WITHSCORES')
+  local scores = redis.call('ZRANGE', z_key, '0', '-1', 'WITHSCORES')
   for i = 2, #scores, 2 do
     local score = tonumber(scores[i])
     local whole = score == math.floor(score) and math.abs(score) < 9.2e18
@@ -343,7 +363,10 @@ local HEADER_LEN = 24
 local MIN_SLOTS = 8
 local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
 local HEAD_AT = 16
+local HEAD_AT_TEXT = '16'
 local READ_WHOLE_AT_MOST = 1024
+-- The offset of the last byte a whole read reads, as GETRANGE takes it.
+local READ_WHOLE_LAST = '1023'
 -- Slots are read in blocks of this many: a binary search's last steps
 -- fall in one block, and its first ones in blocks other searches read.
 local BLOCK_SLOTS = 64
@@ -510,14 +533,14 @@ function Compact:reparse() c_parsed, c_valid = false, false end
 function Compact:read(at, n)
   local whole = c_whole
   if whole then return string.sub(whole, at + 1, at + n) end
-  return redis.call('GETRANGE', c_key, at, at + n - 1)
+  return redis.call('GETRANGE', c_key, num(at), num(at + n - 1))
 end
 
 -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
 -- whole by the same call.
 function Compact:value_len()
   if not c_size then
-    local start = c_header or redis.call('GETRANGE', c_key, 0, READ_WHOLE_AT_MOST - 1)
+    local start = c_header or redis.call('GETRANGE', c_key, '0', READ_WHOLE_LAST)
     if #start < READ_WHOLE_AT_MOST then
       c_size, c_whole = #start, start
     else
@@ -571,7 +594,7 @@ end
 
 function Compact:write_pending_head()
   if c_head_pending then
-    redis.call('SETRANGE', c_key, HEAD_AT, c_head_pending)
+    redis.call('SETRANGE', c_key, HEAD_AT_TEXT, c_head_pending)
     c_head_pending = false
   end
 end
@@ -583,11 +606,11 @@ function Compact:write(at, bytes)
   if c_head_pending and c_whole and at > HEAD_AT then
     c_head_pending = false
     self:overlay(at, bytes)
-    redis.call('SETRANGE', c_key, HEAD_AT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
+    redis.call('SETRANGE', c_key, HEAD_AT_TEXT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
     return
   end
   self:write_pending_head()
-  redis.call('SETRANGE', c_key, at, bytes)
+  redis.call('SETRANGE', c_key, num(at), bytes)
   self:overlay(at, bytes)
 end
 
@@ -1035,11 +1058,11 @@ end
 local function open_log(key, first_member, floor)
   local start
   if floor and ENCODING == 'zset' then
-    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', floor)) == 'number' then
+    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
       return zset_log(key, first_member, floor)
     end
   elseif floor then
-    start = redis.pcall('GETRANGE', key, 0, READ_WHOLE_AT_MOST - 1)
+    start = redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
     -- An empty reply is no key, or an empty string.
     if type(start) ~= 'string' or start == '' then start = nil end
   end
