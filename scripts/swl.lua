@@ -942,23 +942,24 @@ function Compact:is_well_formed() return not c_exists or self:current() end
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
 -- Each window's entries above its floor, in one table that every call
--- fills afresh (as a log's state). (Loops here count windows rather than
--- use ipairs, and compare rather than call math.max: these run on every
--- call, where each function call shows.)
+-- fills afresh (as a log's state), and whether `cost` more fit in every
+-- window. (Loops here count windows rather than use ipairs, and compare
+-- rather than call math.max: these run on every call, where each
+-- function call shows.)
 local counted = {}
-local function counts(log, windows, now)
-  local n = #windows
-  for i = 1, n do counted[i] = log:count_above(now - windows[i].ms) end
-  -- An earlier call's windows past these are gone, so #counts is #windows.
-  for i = n + 1, #counted do counted[i] = nil end
-  return counted
-end
-
-local function admits(windows, counts, cost)
-  for i = 1, #windows do
-    if counts[i] + cost > windows[i].limit then return false end
+local function counts(log, windows, now, cost)
+  local n, admits = #windows, true
+  for i = 1, n do
+    local w = windows[i]
+    local count = log:count_above(now - w.ms)
+    counted[i] = count
+    if count + cost > w.limit then admits = false end
   end
-  return true
+  -- An earlier call's windows past these are gone, so #counts is #windows.
+  if counted[n + 1] ~= nil then
+    for i = n + 1, #counted do counted[i] = nil end
+  end
+  return counted, admits
 end
 
 -- Each window's count after `recorded` entries at now (inside every window)
@@ -1112,8 +1113,7 @@ local function swl_check(keys, args)
   local key = keys[1]
 
   log:trim_through(now - windows.widest.ms)
-  local before = counts(log, windows, now)
-  local allowed = admits(windows, before, cost)
+  local before, allowed = counts(log, windows, now, cost)
   local recorded, cap = 0, nil
   if allowed then
     recorded = cost
@@ -1127,7 +1127,9 @@ local function swl_check(keys, args)
   if cap then log:cap_to(cap - recorded) end
   if recorded > 0 then log:record(now, recorded) end
   if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
-  local reply = verdict(log, windows, add_recorded(before, recorded, cap), now, cost, allowed, false)
+  local after = before
+  if recorded > 0 or cap then after = add_recorded(before, recorded, cap) end
+  local reply = verdict(log, windows, after, now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
   -- call's clock + reset_after_ms. An admit sets that (it recorded, so
   -- the key is there); a denial only lengthens a shorter expiry (or
@@ -1149,9 +1151,8 @@ end
 
 -- What a check would reply now, changing nothing.
 local function peek_reply(log, windows, now, cost)
-  local before = counts(log, windows, now)
-  local allowed = admits(windows, before, cost)
-  local after = add_recorded(before, allowed and cost or 0, nil)
+  local before, allowed = counts(log, windows, now, cost)
+  local after = allowed and add_recorded(before, cost, nil) or before
   return verdict(log, windows, after, now, cost, allowed, allowed)
 end
 
