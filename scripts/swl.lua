@@ -494,9 +494,9 @@ local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
 local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
 local c_head_pending, c_damaged, c_trimmed_to
 
--- The compact log in `key`, which holds one (`exists`) or nothing;
+-- The compact log in `key`, which holds a string (`exists`) or nothing;
 -- `start`, where the caller has read it, is the value's first
--- READ_WHOLE_AT_MOST bytes.
+-- READ_WHOLE_AT_MOST bytes. Nil where the string is not a compact log.
 local function compact_log(key, exists, start)
   local size, whole, header
   if start and #start < READ_WHOLE_AT_MOST then
@@ -523,6 +523,13 @@ local function compact_log(key, exists, start)
   c_damaged = false
   -- A floor every live entry is above (see trim_through).
   c_trimmed_to = false
+  -- A string is parsed at once: every call needs its layout, and one
+  -- that is not a log is the wrong type.
+  if exists then
+    c_parsed = true
+    c_valid = Compact:parse()
+    if not c_valid then return nil end
+  end
   return Compact
 end
 
@@ -936,9 +943,6 @@ function Compact:entries()
   return self:entries_from(c_head)
 end
 
--- Whether a string key holds a well-formed log, as far as a call checks.
-function Compact:is_well_formed() return not c_exists or self:current() end
-
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
 -- Each window's entries above its floor, in one table that every call
@@ -1073,7 +1077,7 @@ local function open_log(key, first_member, floor)
   end
   if kind == 'string' or kind == 'none' then
     local log = compact_log(key, kind == 'string', start)
-    if log:is_well_formed() then return log end
+    if log then return log end
   end
   return nil, redis.error_reply(ERR_WRONGTYPE)
 end
