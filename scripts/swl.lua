@@ -494,6 +494,16 @@ local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
 local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
 local c_head_pending, c_damaged, c_trimmed_to
 
+-- The layouts of values that calls left as they found them (denials,
+-- mostly): the next call on such a key, as a client that is denied tends
+-- to try again, finds the same bytes, and parsing depends on nothing
+-- else. Values read whole only; at most LAYOUTS_AT_MOST, all dropped when
+-- that is reached.
+local LAYOUTS_AT_MOST = 64
+local layouts, layouts_kept = {}, 0
+-- The value as the call read it, where it was read whole.
+local c_opened
+
 -- The compact log in `key`, which holds a string (`exists`) or nothing;
 -- `start`, where the caller has read it, is the value's first
 -- READ_WHOLE_AT_MOST bytes. Nil where the string is not a compact log.
@@ -525,8 +535,16 @@ local function compact_log(key, exists, start)
   c_trimmed_to = false
   -- A string is parsed at once: every call needs its layout, and one
   -- that is not a log is the wrong type.
+  c_opened = whole or false
   if exists then
     c_parsed = true
+    local layout = whole and layouts[whole]
+    if layout then
+      c_valid = true
+      c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time =
+        layout[1], layout[2], layout[3], layout[4], layout[5], layout[6], layout[7]
+      return Compact
+    end
     c_valid = Compact:parse()
     if not c_valid then return nil end
   end
@@ -933,6 +951,14 @@ end
 function Compact:finish()
   if c_damaged then return false end
   if c_head_pending then self:write_pending_head() end
+  -- Left as found, parsed: its layout is kept (see layouts).
+  local opened = c_opened
+  if opened and c_whole == opened and c_parsed and c_valid and not layouts[opened] then
+    if layouts_kept == LAYOUTS_AT_MOST then layouts, layouts_kept = {}, 0 end
+    local live = c_stop > c_head
+    layouts[opened], layouts_kept = { c_width, c_base, c_head, c_capacity, c_stop,
+      live and c_oldest_time, live and c_newest_time }, layouts_kept + 1
+  end
   return true
 end
 

@@ -729,6 +729,62 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
     );
 }
 
+/// A denial leaves a compact log as it found it, and a denied client tends
+/// to try again: the library keeps what it parsed of such bytes for the
+/// next call. The same bytes must then read as before, and bytes changed
+/// in any way, by another tool between two denials, as the module reads
+/// them.
+#[test]
+fn a_denied_log_changed_by_another_tool_is_read_as_it_now_is() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let full = module_log(&mut con, "full", &[1000, 1001, 1002]);
+    let ints = |values: &[i64]| {
+        Ok(Value::Array(
+            values.iter().map(|&v| Value::Int(v)).collect(),
+        ))
+    };
+    let wrongtype = Err("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    // Slot 2 (bytes 32..36) holds 1002 as 1002 - base + 1 = 3.
+    let newer = with_bytes(full.clone(), 32, &101u32.to_le_bytes());
+    let head_moved = with_bytes(full.clone(), 16, &1u32.to_le_bytes());
+    let oldest_freed = with_bytes(full.clone(), 24, &[0]);
+    let magic = with_bytes(full.clone(), 0, b"X");
+    let args = ["1000", "3", "1500"];
+    let denied = ints(&[0, 3, 0, 500, 502, 1000]);
+    let admitted = ints(&[1, 3, 0, -1, 1000, 1000]);
+    // What the bytes are, the check's reply, and whether the check leaves
+    // them as they were.
+    let sequence: [(&str, &[u8], Result<Value, String>, bool); 6] = [
+        ("as the module left them", &full, denied.clone(), true),
+        (
+            "a newer newest",
+            &newer,
+            ints(&[0, 3, 0, 500, 600, 1000]),
+            true,
+        ),
+        ("back as they were", &full, denied, true),
+        ("the head moved past one", &head_moved, admitted, false),
+        (
+            "the oldest slot freed",
+            &oldest_freed,
+            wrongtype.clone(),
+            true,
+        ),
+        ("the magic overwritten", &magic, wrongtype, true),
+    ];
+    for (what, value, check, untouched) in sequence {
+        // Twice each: the second call finds the bytes the first left.
+        for _ in 0..2 {
+            let [(module, left, kept), library] = on_both(&mut con, value, &args);
+            assert_eq!(library, (module.clone(), left.clone(), kept), "{what}");
+            assert_eq!(module[0], check, "{what}");
+            assert_eq!(left == value && kept, untouched, "{what}: untouched");
+        }
+    }
+}
+
 /// Calls at the edges of the compact format, through the module on one key
 /// and the library on another: after every call, the same reply, the same
 /// bytes, and expiries set by the same rule.
