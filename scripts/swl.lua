@@ -493,6 +493,9 @@ local Compact = {}
 local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
 local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
 local c_head_pending, c_damaged, c_trimmed_to
+-- An offset of the value at hand from which every byte is known to be
+-- zero, where a search or a write showed it.
+local c_zero_from
 
 -- The layouts of values that calls left as they found them (denials,
 -- mostly): the next call on such a key, as a client that is denied tends
@@ -535,14 +538,14 @@ local function compact_log(key, exists, start)
   c_trimmed_to = false
   -- A string is parsed at once: every call needs its layout, and one
   -- that is not a log is the wrong type.
-  c_opened = whole or false
+  c_opened, c_zero_from = whole or false, false
   if exists then
     c_parsed = true
     local layout = whole and layouts[whole]
     if layout then
       c_valid = true
-      c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time =
-        layout[1], layout[2], layout[3], layout[4], layout[5], layout[6], layout[7]
+      c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time, c_zero_from =
+        layout[1], layout[2], layout[3], layout[4], layout[5], layout[6], layout[7], layout[8]
       return Compact
     end
     c_valid = Compact:parse()
@@ -603,6 +606,7 @@ end
 -- Makes what was read show `bytes` at `at`, as the value will hold them.
 function Compact:overlay(at, bytes)
   local stop = at + #bytes
+  if c_zero_from and stop > c_zero_from then c_zero_from = false end
   if c_whole then c_whole = string.sub(c_whole, 1, at) .. bytes .. string.sub(c_whole, stop + 1) end
   if c_header and at < HEADER_LEN then
     c_header = string.sub(string.sub(c_header, 1, at) .. bytes .. string.sub(c_header, stop + 1), 1, HEADER_LEN)
@@ -650,12 +654,13 @@ function Compact:store(value, width, base, capacity, len, oldest, newest)
   c_parsed, c_valid = true, true
   c_width, c_base, c_head, c_capacity = width, base, 0, capacity
   c_stop, c_oldest_time, c_newest_time = len, oldest, newest
+  c_zero_from = HEADER_LEN + len * width
 end
 
 function Compact:unlink()
   c_head_pending = false
   redis.call('UNLINK', c_key)
-  c_exists = false
+  c_exists, c_zero_from = false, false
   self:reread()
   self:reparse()
 end
@@ -735,9 +740,10 @@ function Compact:parse()
   local whole = c_whole
   local narrow = width == 4 and whole
   local low, high = head, capacity
+  c_zero_from = false
   if whole then
     local stop = where_search_ends(whole, width, head, capacity)
-    if stop then low, high = stop, stop end
+    if stop then low, high, c_zero_from = stop, stop, HEADER_LEN + stop * width end
   end
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
@@ -917,6 +923,7 @@ function Compact:record(at, count)
   local moved = ''
   if first < stop then moved = self:read(from, (stop - first) * width) end
   local slot = pack_slot(stored, width)
+  local zero_from = c_zero_from
   self:write(from, count == 1 and moved == '' and slot or string.rep(slot, count) .. moved)
   -- An append to a value at hand, the usual case. The module parses the
   -- value again after it, and its search ends right after the new slots
@@ -925,8 +932,9 @@ function Compact:record(at, count)
   -- makes the last parse's probes, and after that it probes only past
   -- that slot. The layout then follows without a search.
   if first == stop and c_whole then
-    if zero_past(c_whole, from + count * width) then
-      c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
+    local past = from + count * width
+    if (zero_from and zero_from <= from) or zero_past(c_whole, past) then
+      c_parsed, c_valid, c_stop, c_newest_time, c_zero_from = true, true, stop + count, at, past
       if head == stop then c_oldest_time = at end
     end
   end
@@ -957,7 +965,7 @@ function Compact:finish()
     if layouts_kept == LAYOUTS_AT_MOST then layouts, layouts_kept = {}, 0 end
     local live = c_stop > c_head
     layouts[opened], layouts_kept = { c_width, c_base, c_head, c_capacity, c_stop,
-      live and c_oldest_time, live and c_newest_time }, layouts_kept + 1
+      live and c_oldest_time, live and c_newest_time, c_zero_from }, layouts_kept + 1
   end
   return true
 end
