@@ -923,21 +923,30 @@ function Compact:record(at, count)
   local moved = ''
   if first < stop then moved = self:read(from, (stop - first) * width) end
   local slot = pack_slot(stored, width)
-  local zero_from = c_zero_from
-  self:write(from, count == 1 and moved == '' and slot or string.rep(slot, count) .. moved)
+  local bytes = count == 1 and moved == '' and slot or string.rep(slot, count) .. moved
+  local past, zero_from = from + #bytes, c_zero_from
   -- An append to a value at hand, the usual case. The module parses the
   -- value again after it, and its search ends right after the new slots
-  -- whenever every slot past them is free: until a probe lands on a new
-  -- slot (the last parse's search probed the old end, so one does) it
-  -- makes the last parse's probes, and after that it probes only past
-  -- that slot. The layout then follows without a search.
-  if first == stop and c_whole then
-    local past = from + count * width
-    if (zero_from and zero_from <= from) or zero_past(c_whole, past) then
-      c_parsed, c_valid, c_stop, c_newest_time, c_zero_from = true, true, stop + count, at, past
-      if head == stop then c_oldest_time = at end
+  -- whenever every slot past them is free (the write leaves those bytes
+  -- as they were): until a probe lands on a new slot (the last parse's
+  -- search probed the old end, so one does) it makes the last parse's
+  -- probes, and after that it probes only past that slot. The layout then
+  -- follows without a search.
+  if first == stop and c_whole and ((zero_from and zero_from <= from) or zero_past(c_whole, past)) then
+    if c_head_pending then
+      self:write(from, bytes)
+      c_zero_from = past
+    else
+      -- A call seldom reads the value after recording, so what was read
+      -- is dropped rather than patched: a read asks the server again.
+      redis.call('SETRANGE', c_key, num(from), bytes)
+      c_whole, c_header, c_blocks, c_zero_from = false, false, false, false
     end
+    c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
+    if head == stop then c_oldest_time = at end
+    return
   end
+  self:write(from, bytes)
 end
 
 -- The `count` newest entries go: their slots are freed; all of them, the
