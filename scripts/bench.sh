@@ -345,46 +345,51 @@ breakdown() {
         END { printf "%-30s %10.2f %10.2f %10.2f %10.2f\n", label, usec / calls, inner / calls, inner_usec / calls, (usec - inner_usec) / calls }'
 }
 
-# The commands a one-window call of the library issues, with no more Lua
-# around them than the usual script has (its decision, by the count): a
-# function per encoding that admits as the library does on a log it has
-# already written (a count of later entries after the ZADD, on a sorted
-# set) and denies as it does (on a sorted set, the entry the wait is for
-# and the newest, then the expiry; on a compact log, the expiry). What
-# these cost over the script is the commands' share; what the library
+# The commands a one-window call of the library issues and the reply it
+# returns, with no more Lua around them than the usual script has (its
+# decision, by the count): a function per encoding that admits as the
+# library does on a log it has already written (a count of later entries
+# after the ZADD, on a sorted set) and denies as it does (on a sorted set,
+# the entry the wait is for and the newest, then the expiry; on a compact
+# log, the expiry), passing arguments as text as the library does, and
+# replies six integers as the library does. What these cost over the
+# script is the share of the commands and the reply; what the library
 # costs over these is its Lua's.
 FLOOR='#!lua name=swl_floor
 local function clock()
   local t = redis.call("TIME")
-  return t[1] * 1000 + math.floor(t[2] / 1000), t[1] .. t[2]
+  local seconds, micros = t[1] + 0, t[2] + 0
+  return seconds * 1000 + (micros - micros % 1000) / 1000, micros
 end
 local function zset_floor(keys, args)
   local now, micros = clock()
   local window, limit = tonumber(args[1]), tonumber(args[2])
-  redis.call("ZREMRANGEBYSCORE", keys[1], "-inf", now - window)
+  redis.call("ZREMRANGEBYSCORE", keys[1], "-inf", string.format("%d", now - window))
   local count = redis.call("ZCARD", keys[1])
   if count < limit then
-    redis.call("ZADD", keys[1], now, micros .. "-" .. count)
-    redis.call("ZCOUNT", keys[1], "(" .. now, "+inf")
-    redis.call("PEXPIRE", keys[1], window)
-    return 1
+    local at = string.format("%d", now)
+    redis.call("ZADD", keys[1], "NX", at, string.format("%d", 10000000000000 + micros * 1000))
+    redis.call("ZCOUNT", keys[1], "(" .. at, "+inf")
+    redis.call("PEXPIRE", keys[1], args[1])
+    return { 1, limit, limit - count - 1, -1, window, window }
   end
-  redis.call("ZRANGE", keys[1], count - limit, count - limit, "WITHSCORES")
-  redis.call("ZRANGE", keys[1], -1, -1, "WITHSCORES")
+  local rank = string.format("%d", count - limit)
+  redis.call("ZRANGE", keys[1], rank, rank, "WITHSCORES")
+  redis.call("ZRANGE", keys[1], "-1", "-1", "WITHSCORES")
   redis.call("PEXPIRETIME", keys[1])
-  return 0
+  return { 0, limit, 0, 1, 1, window }
 end
 local function compact_floor(keys, args)
   local now = clock()
   local window, limit = tonumber(args[1]), tonumber(args[2])
-  local value = redis.call("GETRANGE", keys[1], 0, 1023)
+  local value = redis.call("GETRANGE", keys[1], "0", "1023")
   if #value / 4 < limit then
-    redis.call("SETRANGE", keys[1], #value, "slot")
-    redis.call("PEXPIRE", keys[1], window)
-    return 1
+    redis.call("SETRANGE", keys[1], string.format("%d", #value), "slot")
+    redis.call("PEXPIRE", keys[1], args[1])
+    return { 1, limit, limit - #value / 4 - 1, -1, window, window }
   end
   redis.call("PEXPIRETIME", keys[1])
-  return 0
+  return { 0, limit, 0, 1, 1, window }
 end
 redis.register_function("zset_floor", zset_floor)
 redis.register_function("compact_floor", compact_floor)'
