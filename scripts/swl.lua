@@ -431,13 +431,14 @@ local function encode_slots(times, first, last, base, width, out)
 end
 
 -- jemalloc's size class for n bytes: multiples of 16 up to 128, then four
--- evenly spaced classes per power of two.
+-- evenly spaced classes per power of two. (n + -n % m rounds n up to a
+-- multiple of m, in arithmetic rather than calls of math.ceil: this runs
+-- as every new log is made.)
 local function size_class(n)
-  if n <= 128 then return math.ceil(n / 16) * 16 end
+  if n <= 128 then return n + -n % 16 end
   local power = 1
   while power < n do power = power * 2 end
-  local spacing = power / 8
-  return math.ceil(n / spacing) * spacing
+  return n + -n % (power / 8)
 end
 
 -- The string header (3, 5 or 9 bytes by length) and its NUL.
@@ -449,36 +450,42 @@ end
 -- The number of slots, at least `wanted`, whose value fills the memory
 -- Redis allocates for it anyway (as the module sizes it).
 local function slots_filling_allocation(wanted, width)
-  wanted = math.max(wanted, MIN_SLOTS)
+  if wanted < MIN_SLOTS then wanted = MIN_SLOTS end
   local len = HEADER_LEN + wanted * width
   local block = size_class(len + string_overhead(len))
-  local usable = block - string_overhead(block)
-  return math.max(math.floor((usable - HEADER_LEN) / width), wanted)
+  local room = block - string_overhead(block) - HEADER_LEN
+  local slots = (room - room % width) / width
+  return slots > wanted and slots or wanted
 end
 
--- A new value holding `times` (ascending) with, if `insert` is given,
--- insert.count entries at insert.time placed after the insert.after
--- first of them: based at the oldest, in the narrowest width that holds
--- them, with free slots for an eighth more (at least `spare`); and its
--- layout, as parsing it would find it: width, base, capacity, the number
--- of entries (head 0), the oldest and the newest.
-local function encode(times, spare, insert)
-  local added = insert and insert.count or 0
-  local after = insert and insert.after or #times
-  local n = #times + added
-  local oldest = (insert and after == 0) and insert.time or times[1]
-  local newest = (insert and after == #times) and insert.time or times[#times]
+-- The entries of a new log, before it records any (never changed).
+local NO_TIMES = {}
+
+-- A new value holding `times` (ascending) and, where `added` is given,
+-- that many entries at `time` placed after the `after` first of them:
+-- based at the oldest, in the narrowest width that holds them, with free
+-- slots for an eighth more (at least `spare`); and its layout, as parsing
+-- it would find it: width, base, capacity, the number of entries (head
+-- 0), the oldest and the newest.
+local function encode(times, spare, time, added, after)
+  local kept = #times
+  added, after = added or 0, after or kept
+  local n = kept + added
+  local oldest = (added > 0 and after == 0) and time or times[1]
+  local newest = (added > 0 and after == kept) and time or times[kept]
   local base = oldest or 0
   local span = newest and (newest - base + 1) or 0
   local width = span <= TWO_32 - 1 and 4 or 8
-  local slots = slots_filling_allocation(n + math.max(math.floor(n / 8), spare, 4), width)
-  local out = { 'SWLc\1', string.char(width), '\0\0',
-    struct.pack('<I4I4', halves_of(base)), string.rep('\0', 8) }
-  encode_slots(times, 1, after, base, width, out)
-  if added > 0 then
-    out[#out + 1] = string.rep(pack_slot(insert.time - base + 1, width), added)
-  end
-  encode_slots(times, after + 1, #times, base, width, out)
+  -- Room for an eighth more, at least `spare` and at least 4.
+  local room = (n - n % 8) / 8
+  if room < spare then room = spare end
+  if room < 4 then room = 4 end
+  local slots = slots_filling_allocation(n + room, width)
+  local base_low, base_high = halves_of(base)
+  local out = { struct.pack(HEADER_FORMAT, 'SWLc\1', width, 0, base_low, base_high, 0, 0) }
+  if after > 0 then encode_slots(times, 1, after, base, width, out) end
+  if added > 0 then out[#out + 1] = string.rep(pack_slot(time - base + 1, width), added) end
+  if after < kept then encode_slots(times, after + 1, kept, base, width, out) end
   out[#out + 1] = string.rep('\0', (slots - n) * width)
   return table.concat(out), width, base, slots, n, oldest, newest
 end
@@ -900,7 +907,7 @@ end
 function Compact:record(at, count)
   if c_trimmed_to and at <= c_trimmed_to then c_trimmed_to = false end
   if not c_exists and not c_damaged then
-    self:store(encode({}, 0, { time = at, count = count, after = 0 }))
+    self:store(encode(NO_TIMES, 0, at, count, 0))
     return
   end
   if not self:changeable() then return end
@@ -914,7 +921,7 @@ function Compact:record(at, count)
       return
     end
     local after = partition_point(#times, function(i) return times[i + 1] <= at end)
-    self:store(encode(times, count, { time = at, count = count, after = after }))
+    self:store(encode(times, count, at, count, after))
     return
   end
   local head, stop = c_head, c_stop
