@@ -431,7 +431,7 @@ library_cost() {
     printf 'swl.lua vs script: sorted set admitted %s (target <= 1.3), denied %s (target <= 2); compact admitted %s (target <= 1.6), denied %s (target <= 2)\n' \
         "$(ratio "${per_call[2]}" "${per_call[0]}")" "$(ratio "${per_call[3]}" "${per_call[1]}")" \
         "$(ratio "${per_call[4]}" "${per_call[0]}")" "$(ratio "${per_call[5]}" "${per_call[1]}")"
-    printf 'its commands alone vs script: sorted set admitted %s, denied %s; compact admitted %s, denied %s\n' \
+    printf 'its commands and reply alone vs script: sorted set admitted %s, denied %s; compact admitted %s, denied %s\n' \
         "$(ratio "${per_call[6]}" "${per_call[0]}")" "$(ratio "${per_call[7]}" "${per_call[1]}")" \
         "$(ratio "${per_call[8]}" "${per_call[0]}")" "$(ratio "${per_call[9]}" "${per_call[1]}")"
 }
