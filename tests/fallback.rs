@@ -756,8 +756,13 @@ fn a_denied_log_changed_by_another_tool_is_read_as_it_now_is() {
     let admitted = ints(&[1, 3, 0, -1, 1000, 1000]);
     // What the bytes are, the check's reply, and whether the check leaves
     // them as they were.
-    let sequence: [(&str, &[u8], Result<Value, String>, bool); 6] = [
-        ("as the module left them", &full, denied.clone(), true),
+    let sequence = [
+        (
+            "as the module left them",
+            full.as_slice(),
+            denied.clone(),
+            true,
+        ),
         (
             "a newer newest",
             &newer,
