@@ -156,12 +156,20 @@ end
 -- all dropped when that is reached. Numbers here are never NaN.
 local TEXTS_AT_MOST = 1024
 local texts, above_texts, texts_kept = {}, {}, 0
+
+-- Counts one more text about to be kept, all dropped first where
+-- TEXTS_AT_MOST are.
+local function room_for_text()
+  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
+  texts_kept = texts_kept + 1
+end
+
 local function num(x)
   local text = texts[x]
   if text then return text end
   text = whole_text(x)
-  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
-  texts[x], texts_kept = text, texts_kept + 1
+  room_for_text()
+  texts[x] = text
   return text
 end
 
@@ -169,10 +177,9 @@ end
 local function above(x)
   local text = above_texts[x]
   if text then return text end
-  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then text = string.format('(%d', x)
-  else text = '(' .. whole_text(x) end
-  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
-  above_texts[x], texts_kept = text, texts_kept + 1
+  text = '(' .. num(x)
+  room_for_text()
+  above_texts[x] = text
   return text
 end
 
