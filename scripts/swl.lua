@@ -23,6 +23,8 @@ local ENCODING = 'zset'
 
 local MAX_MS = 9007199254740991
 local MAX_COST = 100000
+-- Windows per call, the first one included (the module's MAX_WINDOWS).
+local MAX_WINDOWS = 100
 -- The wait for an entry that never leaves its window (2^54, exact as a double).
 local NEVER_MS = 18014398509481984
 local TWO_32 = 4294967296
@@ -33,6 +35,7 @@ local ERR_WINDOW = 'ERR window_ms must be an integer from 1 to 9007199254740991'
 local ERR_LIMIT = 'ERR limit must be an integer from 0 to 9007199254740991'
 local ERR_NOW = 'ERR now_ms must be an integer from 0 to 9007199254740991, or *'
 local ERR_COST = 'ERR cost must be an integer from 1 to 100000'
+local ERR_WINDOWS = 'ERR too many windows: at most 100 per call'
 local ERR_SYNTAX = 'ERR syntax error'
 local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local ERR_ONE_KEY = 'ERR the function takes exactly one key'
@@ -119,6 +122,8 @@ local function parse(args, command)
       if not cost or cost < 1 or cost > MAX_COST then return nil, ERR_COST end
       i = i + 2
     elseif option == 'WINDOW' then
+      -- Refused at the keyword past the maximum, before its values.
+      if #windows == MAX_WINDOWS then return nil, ERR_WINDOWS end
       if i + 2 > n then return nil, ERR_SYNTAX end
       local window
       window, err = parse_window(args[i + 1], args[i + 2])

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::window::{MAX_COST, MAX_MS};
+use crate::window::{MAX_COST, MAX_MS, MAX_WINDOWS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwlError {
@@ -12,6 +12,8 @@ pub enum SwlError {
     Limit,
     NowMs,
     Cost,
+    /// More windows than one call may have.
+    Windows,
     Syntax,
     WrongType,
     /// A bug caught before it could unwind into the server.
@@ -26,6 +28,9 @@ impl fmt::Display for SwlError {
             SwlError::Limit => write!(f, "ERR limit must be an integer from 0 to {MAX_MS}"),
             SwlError::NowMs => write!(f, "ERR now_ms must be an integer from 0 to {MAX_MS}, or *"),
             SwlError::Cost => write!(f, "ERR cost must be an integer from 1 to {MAX_COST}"),
+            SwlError::Windows => {
+                write!(f, "ERR too many windows: at most {MAX_WINDOWS} per call")
+            }
             SwlError::Syntax => write!(f, "ERR syntax error"),
             SwlError::WrongType => write!(
                 f,

@@ -4,7 +4,7 @@
 use std::ops::Deref;
 
 use crate::error::SwlError;
-use crate::window::{Window, MAX_COST, MAX_MS};
+use crate::window::{Window, MAX_COST, MAX_MS, MAX_WINDOWS};
 
 /// The moment a request happens at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,8 @@ pub struct Request {
 
 /// Parses the whole argument vector, command name and key included.
 /// Options may come in any order; COST, PENALIZE and OLDEST at most once
-/// each.
+/// each; at most MAX_WINDOWS windows, refused at the WINDOW that would add
+/// one more, before its values are read.
 pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Request, SwlError> {
     let [_name, _key, window_ms, limit, now, options @ ..] = args else {
         return Err(SwlError::WrongArity);
@@ -61,6 +62,9 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
             request.cost = parse_int(value, 1, MAX_COST).ok_or(SwlError::Cost)?;
             cost_seen = true;
         } else if option.eq_ignore_ascii_case(b"WINDOW") {
+            if request.windows.len() == MAX_WINDOWS {
+                return Err(SwlError::Windows);
+            }
             let (Some(window_ms), Some(limit)) = (rest.next(), rest.next()) else {
                 return Err(SwlError::Syntax);
             };
@@ -305,6 +309,33 @@ mod tests {
         assert_eq!(with(["0", "1"]), Err(SwlError::WindowMs));
         assert_eq!(with(["10", "-1"]), Err(SwlError::Limit));
         assert_eq!(with(["10", "0"]).map(|r| r.windows.len()), Ok(2));
+    }
+
+    #[test]
+    fn at_most_max_windows_are_taken_and_one_more_is_refused_at_its_keyword() {
+        let with_windows = |n: usize, tail: &[&str]| {
+            let mut args = vec!["k", "1000", "10", "0"];
+            for _ in 1..n {
+                args.extend(["WINDOW", "10", "1"]);
+            }
+            args.extend(tail);
+            parse(&args)
+        };
+        let most = with_windows(MAX_WINDOWS, &["COST", "2"]);
+        assert_eq!(
+            most.map(|r| (r.windows.len(), r.cost)),
+            Ok((MAX_WINDOWS, 2))
+        );
+        assert_eq!(with_windows(MAX_WINDOWS + 1, &[]), Err(SwlError::Windows));
+        // Refused before the values of the window past the maximum are read.
+        assert_eq!(
+            with_windows(MAX_WINDOWS, &["WINDOW", "x"]),
+            Err(SwlError::Windows)
+        );
+        assert_eq!(
+            SwlError::Windows.to_string(),
+            "ERR too many windows: at most 100 per call"
+        );
     }
 
     #[test]

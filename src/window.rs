@@ -14,6 +14,11 @@ pub const MAX_MS: u64 = (1 << 53) - 1;
 /// keeps a single call from blocking the server or exhausting its memory.
 pub const MAX_COST: u64 = 100_000;
 
+/// Windows per call, the first one included. Each costs a count (O(log N))
+/// and, when it denies, a lookup; the cap keeps one call's cost bounded
+/// (`make bench` has the costliest call it allows).
+pub const MAX_WINDOWS: usize = 100;
+
 /// The wait reported for an entry that never leaves its window (a score of
 /// `+inf` written by another tool): above every wait an entry the module
 /// writes can give (at most 2 * MAX_MS), and exact as a double, so the

@@ -11,6 +11,7 @@ const WINDOW_ERR: &str = "ERR window_ms must be an integer from 1 to 90071992547
 const LIMIT_ERR: &str = "ERR limit must be an integer from 0 to 9007199254740991";
 const NOW_ERR: &str = "ERR now_ms must be an integer from 0 to 9007199254740991, or *";
 const COST_ERR: &str = "ERR cost must be an integer from 1 to 100000";
+const WINDOWS_ERR: &str = "ERR too many windows: at most 100 per call";
 const ARITY_ERR: &str = "ERR wrong number of arguments for 'swl.check' command";
 /// The commands that change a log take the same arguments (PENALIZE aside)
 /// and fail alike: every case below runs on each.
@@ -107,6 +108,38 @@ fn bad_cost_is_named() {
                 COST_ERR,
             );
         }
+    });
+}
+
+/// The first window and `n - 1` WINDOW clauses, then `tail`.
+fn with_windows(n: usize, tail: &[&'static [u8]]) -> Vec<&'static [u8]> {
+    let mut args: Vec<&[u8]> = vec![b"1000", b"5", b"1000000000"];
+    for _ in 1..n {
+        args.extend([&b"WINDOW"[..], b"10", b"3"]);
+    }
+    args.extend(tail);
+    args
+}
+
+#[test]
+fn more_than_a_hundred_windows_are_refused_naming_the_maximum() {
+    for_each_encoding(|encoding| {
+        let server = server_with_a_log(encoding);
+        assert_error_leaves_key(&server, &with_windows(101, &[]), WINDOWS_ERR);
+        // Refused at the keyword past the maximum, whatever follows it.
+        assert_error_leaves_key(&server, &with_windows(100, &[b"WINDOW", b"x"]), WINDOWS_ERR);
+        assert_error_leaves_key(&server, &with_windows(100, &[b"WINDOW"]), WINDOWS_ERR);
+        // The hundredth window is taken: a bad argument after it is named.
+        assert_error_leaves_key(&server, &with_windows(100, &[b"COST", b"0"]), COST_ERR);
+        let mut con = server.connect();
+        let args: Vec<String> = with_windows(100, &[])
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Two entries in the hour (trimmed by a check at 10^9): the
+        // windows of 10 ms with limit 3 all admit.
+        assert_eq!(check(&mut con, "k", &args), [1, 3, 2, -1, 1000]);
     });
 }
 

@@ -553,8 +553,22 @@ fn the_library_reports_the_same_errors() {
         // OLDEST belongs to a peek, once.
         &["1000", "5", "1", "OLDEST"],
     ];
-    for args in cases {
-        let args = to_strings(args);
+    // More windows than a call may have, refused at the keyword past the
+    // maximum whatever follows it; the hundredth is taken.
+    let windows = |n: usize, tail: &[&str]| {
+        let mut args = to_strings(&["1000", "5", "1"]);
+        for _ in 1..n {
+            args.extend(to_strings(&["WINDOW", "10", "3"]));
+        }
+        args.extend(to_strings(tail));
+        args
+    };
+    let too_many = [
+        windows(101, &[]),
+        windows(100, &["WINDOW", "x"]),
+        windows(100, &["COST", "0"]),
+    ];
+    for args in cases.iter().map(|args| to_strings(args)).chain(too_many) {
         let expected = call(&mut module.connect(), true, Op::Check, "k", &args);
         assert!(expected.is_err(), "{args:?}");
         assert_eq!(

@@ -33,14 +33,40 @@ fn call(con: &mut redis::Connection, op: &str, key: &str, args: &[String]) -> Ve
         .unwrap_or_else(|e| panic!("{command} {key} {args:?}: {e}"))
 }
 
+/// The most windows a call may have, as the module takes them: a check
+/// with that many is answered, one with a window more refused. Local
+/// limiters refuse settings with more.
+fn windows_at_most(con: &mut redis::Connection) -> usize {
+    let with_windows = |n: usize| {
+        let mut args = vec!["1000".to_string(), "5".into(), "1000".into()];
+        for _ in 1..n {
+            args.extend(["WINDOW".to_string(), "1000".into(), "5".into()]);
+        }
+        args
+    };
+    let most = 100;
+    let _ = call(con, "check", "windows_at_most", &with_windows(most));
+    let over: redis::RedisResult<Vec<i64>> = redis::cmd("SWL.CHECK")
+        .arg("windows_at_most")
+        .arg(with_windows(most + 1))
+        .query(con);
+    let error = over.expect_err("a window more than the maximum is refused");
+    assert_eq!(
+        support::error_text(&error),
+        format!("ERR too many windows: at most {most} per call")
+    );
+    most
+}
+
 /// The file's text: every case and every call with the module's reply.
 fn vectors(con: &mut redis::Connection) -> String {
     let mut rng = Rng(0x10ca_1113_5eed);
-    let mut text = String::from(
-        "{\n  \"about\": \"Checks and refunds on one key per case, with redis-swl's replies \
+    let mut text = format!(
+        "{{\n  \"about\": \"Checks and refunds on one key per case, with redis-swl's replies \
          (allowed, limit, remaining, retry_after_ms, reset_after_ms, window_ms). Written by \
          tests/vectors.rs from the module; clients' local limiters must reply the same.\",\n  \
-         \"cases\": [\n",
+         \"windows_at_most\": {},\n  \"cases\": [\n",
+        windows_at_most(con)
     );
     for case in 0..CASES {
         let windows: Vec<(u64, u64)> = (0..1 + rng.below(3))
