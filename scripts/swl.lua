@@ -83,9 +83,7 @@ local function parse_window(ms_text, limit_text)
   local limit = repeated_integer_of(limit_text)
   if not limit or limit > MAX_MS then return nil, ERR_LIMIT end
   -- A call of one window hands on `alone`, a list of just it.
-  -- The text of `ms` is kept too: it is the argument of the PEXPIRE of
-  -- an admitted check whose newest entry is now (see expire_in).
-  window = { ms = ms, limit = limit, ms_text = ms_text }
+  window = { ms = ms, limit = limit }
   window.alone = { window, widest = window, largest_limit = limit }
   if windows_kept == INTEGERS_AT_MOST then windows_by_text, windows_kept = {}, 0 end
   if not windows_by_text[ms_text] then windows_by_text[ms_text] = {} end
@@ -346,15 +344,16 @@ end
 -- A sorted set is never found damaged.
 function Zset:finish() return true end
 
--- Every entry as SWL.ENTRIES replies it: integers where whole, as ZRANGE
--- shows a score otherwise (fractional, infinite).
+-- Every entry as SWL.ENTRIES replies it: integers where whole, doubles
+-- otherwise (fractional, infinite), which a RESP2 client reads as the
+-- text ZRANGE shows and a RESP3 one as doubles, as from the module.
 function Zset:entries()
   local times = {}
   local scores = redis.call('ZRANGE', z_key, '0', '-1', 'WITHSCORES')
   for i = 2, #scores, 2 do
     local score = tonumber(scores[i])
     local whole = score == math.floor(score) and math.abs(score) < 9.2e18
-    times[#times + 1] = whole and score or scores[i]
+    times[#times + 1] = whole and score or { double = score }
   end
   return times
 end
@@ -1053,13 +1052,13 @@ local function ms_until_left(score, ms, now)
 end
 
 -- When `cost` more units fit: once the (limit - cost + 1)-th newest entry
--- leaves the window.
+-- leaves the window; and that entry's score, where one was read.
 local function retry_after(log, len, w, now, cost)
   if cost > w.limit then return -1 end
   local score = log:score_at(len - (w.limit - cost + 1))
   if not score then return 1 end
   local wait = ms_until_left(score, w.ms, now)
-  return wait > 1 and wait or 1
+  return wait > 1 and wait or 1, score
 end
 
 -- -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
@@ -1069,6 +1068,15 @@ local function waits_longer(retry, than)
   return retry > than
 end
 
+-- Whether the wait for an entry at `score` to leave a window of `ms` is
+-- longer than for one at `than_score` and `than_ms`, where both waits
+-- rounded to the same double past 2^53 (the module compares them exactly,
+-- so the same window binds): ceil(s) + ms - now, compared by the sign of
+-- the difference, whose two parts are exact.
+local function exactly_longer(score, ms, than_score, than_ms)
+  return (math.ceil(score) - math.ceil(than_score)) + (ms - than_ms) > 0
+end
+
 -- The reply, from each window's count after the call and the log as it
 -- stands; `pending` counts `cost` entries at `now` as recorded without
 -- their being in the log (SWL.PEEK of an admit).
@@ -1076,7 +1084,7 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
   -- The window that binds: admitted, the one with the fewest units left;
   -- denied, the longest wait among those the cost does not fit. Only its
   -- reply is made.
-  local bound, bound_left, bound_retry, len
+  local bound, bound_left, bound_retry, bound_score, len
   for i = 1, #windows do
     local w, count = windows[i], counts[i]
     local limit = w.limit
@@ -1085,9 +1093,11 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
       if not bound or left < bound_left then bound, bound_left = i, left end
     elseif count + cost > limit then
       len = len or log:len()
-      local retry = retry_after(log, len, w, now, cost)
-      if not bound or waits_longer(retry, bound_retry) then
-        bound, bound_left, bound_retry = i, left, retry
+      local retry, score = retry_after(log, len, w, now, cost)
+      if not bound or waits_longer(retry, bound_retry)
+          or (retry == bound_retry and retry > MAX_MS and retry < NEVER_MS
+            and exactly_longer(score, w.ms, bound_score, windows[bound].ms)) then
+        bound, bound_left, bound_retry, bound_score = i, left, retry, score
       end
     end
   end
@@ -1162,13 +1172,24 @@ local function prepare(keys, args, command, clock_ms, first_member, trims)
   return log, windows, now, cost, penalize, expiry_before, oldest
 end
 
--- Sets the key to expire `ms` from now. Relative, not absolute from the
--- call's clock as the module sets it: an absolute time that has just
--- passed would delete the key at once, and a relative one lands late only
--- by the time the call took (Redis propagates it as PEXPIREAT).
-local function expire_in(key, ms, window)
-  local text = ms == window.ms and window.ms_text or (ms < 1 and '1' or num(ms))
-  redis.call('PEXPIRE', key, text)
+-- Sets the key to expire `ms` after the call's clock, as the module does:
+-- at an absolute time, so a long call does not push it later. A time the
+-- server's clock has already passed (a window shorter than the call)
+-- deletes the key at once, where the module's key expires at once: either
+-- way it is gone.
+local function expire_in(key, ms, clock_ms)
+  local at = clock_ms + ms
+  local text
+  if at <= MAX_MS then
+    text = num(at)
+  else
+    -- Past 2^53 (an entry that never leaves: a wait of 2^54) a double
+    -- would round the sum; added in parts of 10^8 it is exact.
+    local low = clock_ms % 1e8 + ms % 1e8
+    local high = (clock_ms - clock_ms % 1e8) / 1e8 + (ms - ms % 1e8) / 1e8 + (low - low % 1e8) / 1e8
+    text = string.format('%d%08d', high, low % 1e8)
+  end
+  redis.call('PEXPIREAT', key, text)
 end
 
 local function swl_check(keys, args)
@@ -1202,13 +1223,13 @@ local function swl_check(keys, args)
   -- repairs a missing one). PEXPIRETIME is -2 for no key (the log
   -- emptied), -1 for no expiry.
   if allowed then
-    expire_in(key, reply[5], windows.widest)
+    expire_in(key, reply[5], clock_ms)
     return reply
   end
   local current = redis.call('PEXPIRETIME', key)
   local kept = expiry_before or current
   if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
-    expire_in(key, reply[5], windows.widest)
+    expire_in(key, reply[5], clock_ms)
   elseif current ~= -2 and current ~= kept then
     redis.call('PEXPIREAT', key, num(kept))
   end
@@ -1251,13 +1272,15 @@ local function swl_refund(keys, args)
   log:drop_newest(cost)
   if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
   -- As after an admitted check: the key goes when its newest entry leaves
-  -- the window (the reply's reset counts a request not recorded).
-  local len = log:len()
+  -- the window (the reply's reset counts a request not recorded), at once
+  -- where none is left in it (a compact log whose head another writer
+  -- moved to its end).
+  local len, lives = log:len(), 0
   if len > 0 then
     local newest = log:score_at(len - 1)
-    local lives = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
-    expire_in(keys[1], lives, wide)
+    lives = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
   end
+  expire_in(keys[1], lives, clock_ms)
   return peek_reply(log, windows, now, cost)
 end
 

@@ -93,16 +93,16 @@ struct Call {
 
 impl Call {
     /// Expiry after a check is either the one before (kept) or the
-    /// server's time during the call plus reset_after_ms (set); the
-    /// library's may land 1 ms later (see swl.lua). A peek or an error
-    /// keeps it; so does a trim that emptied the log, which has none.
-    fn expiry(&self, op: Op, late_by_at_most: u64) -> Expiry {
+    /// server's time during the call plus reset_after_ms (set), for the
+    /// module and the library alike. A peek or an error keeps it; so does
+    /// a trim that emptied the log, which has none.
+    fn expiry(&self, op: Op) -> Expiry {
         let kept = self.before == self.after;
         let set = match &self.reply {
             _ if self.after == -2 => return Expiry::Either,
             Ok(reply) if op == Op::Check => {
                 let earliest = self.started as i64 + reply[4];
-                let latest = (self.ended + late_by_at_most) as i64 + reply[4];
+                let latest = self.ended as i64 + reply[4];
                 (earliest..=latest).contains(&self.after)
             }
             _ => false,
@@ -118,16 +118,14 @@ impl Call {
 
 /// A refund sets the expiry to when the newest entry it leaves leaves the
 /// window: a time its reply does not give. Over logs left alike, it is the
-/// same span after each call's clock: `other` (up to `late_by_at_most` ms
-/// late) must agree with the module's `call` on some span.
-fn refund_expiries_agree(module: &Call, other: &Call, late_by_at_most: u64) -> bool {
+/// same span after each call's clock: `other` must agree with the
+/// module's `call` on some span.
+fn refund_expiries_agree(module: &Call, other: &Call) -> bool {
     if module.after < 0 || other.after < 0 {
         return module.after == other.after;
     }
-    let span = |call: &Call, late: u64| {
-        (call.after - (call.ended + late) as i64)..=(call.after - call.started as i64)
-    };
-    let (a, b) = (span(module, 0), span(other, late_by_at_most));
+    let span = |call: &Call| (call.after - call.ended as i64)..=(call.after - call.started as i64);
+    let (a, b) = (span(module), span(other));
     a.start() <= b.end() && b.start() <= a.end()
 }
 
@@ -380,7 +378,8 @@ struct Seen {
 
 /// Runs `steps` random checks, peeks and refunds on one server with the module and
 /// the library, new logs in `encoding`, on four triples of keys, and
-/// compares replies, logs, SWL.ENTRIES and expiries after each. `foreign`
+/// compares replies, logs, SWL.ENTRIES (over RESP2 and RESP3) and
+/// expiries after each. `foreign`
 /// is how often (one step in so many) another tool writes to the logs
 /// first.
 fn differential(
@@ -393,6 +392,7 @@ fn differential(
     let server = Server::with(encoding.config());
     load_library(&server, encoding);
     let mut con = server.connect();
+    let mut resp3 = server.connect_resp3();
     let mut rng = Rng(seed);
     let mut clock = server_ms(&mut con) - 100_000;
     let mut seen = Seen::default();
@@ -445,33 +445,34 @@ fn differential(
             "{context}: handed log"
         );
         if op == Op::Refund && done[0].reply.is_ok() {
-            let late = [1, u64::from(!handed_to_module)];
-            for (other, late) in done[1..].iter().zip(late) {
+            for other in &done[1..] {
                 assert!(
-                    refund_expiries_agree(&done[0], other, late),
+                    refund_expiries_agree(&done[0], other),
                     "{context}: expiry {} and {}",
                     done[0].after,
                     other.after
                 );
             }
         } else {
-            let expiries = [
-                done[0].expiry(op, 0),
-                done[1].expiry(op, 1),
-                done[2].expiry(op, u64::from(!handed_to_module)),
-            ];
+            let expiries = done.each_ref().map(|call| call.expiry(op));
             let agree = !(expiries.contains(&Expiry::Kept) && expiries.contains(&Expiry::Set));
             assert!(
                 agree && !expiries.contains(&Expiry::Neither),
-                "{context}: expiry {expiries:?}"
+                "{context}: expiry {expiries:?} {:?}",
+                done.each_ref()
+                    .map(|c| (c.reply.clone(), c.before, c.after, c.started, c.ended))
             );
         }
-        let entries = entries_reply(&mut con, true, &keys.module);
-        assert_eq!(
-            entries_reply(&mut con, false, &keys.library),
-            entries,
-            "{context}: SWL.ENTRIES"
-        );
+        // SWL.ENTRIES alike in both protocols: RESP3 shows the types of
+        // scores other tools wrote (doubles), which RESP2 sends as text.
+        for con in [&mut con, &mut resp3] {
+            let entries = entries_reply(con, true, &keys.module);
+            assert_eq!(
+                entries_reply(con, false, &keys.library),
+                entries,
+                "{context}: SWL.ENTRIES"
+            );
+        }
         if state.1.as_ref().is_some_and(|bytes| bytes[5] == 8) {
             seen.wide_slots += 1;
         }
@@ -967,11 +968,11 @@ fn an_infinite_score_gets_the_same_saturated_reply_and_nothing_fails() {
         let log = scores(&mut con, "inf1");
         assert_eq!(log.len(), 2);
         assert_eq!(log[1], f64::INFINITY);
-        // The key lives as long as its newest entry stays: 2^54 ms (the
-        // library's relative expiry rounds to a double there: 1 ms more).
+        // The key lives as long as its newest entry stays: 2^54 ms after
+        // the call's clock, exactly.
         let expiry = expire_time(&mut con, b"inf1") - NEVER_MS;
         assert!(
-            (started..=ended + 1).contains(&expiry),
+            (started..=ended).contains(&expiry),
             "module: {is_module}: {started} <= {expiry} <= {ended}"
         );
     }
@@ -1001,6 +1002,180 @@ fn the_library_names_the_window_its_reply_describes() {
                 Ok(reply.to_vec()),
                 "{op:?} {args:?}"
             );
+        }
+    });
+}
+
+/// Runs `setup` then `probe` (each a call and its arguments) on a key of
+/// the module's and a key of the library's, and returns the probe's two
+/// replies.
+fn probe_both(
+    con: &mut Connection,
+    name: &str,
+    setup: &[(Op, &[&str])],
+    probe: (Op, &[&str]),
+) -> [Vec<i64>; 2] {
+    [true, false].map(|module| {
+        let key = format!("{name}:{}", if module { "module" } else { "library" });
+        for (op, args) in setup {
+            call(con, module, *op, &key, &to_strings(args)).expect("setup");
+        }
+        call(con, module, probe.0, &key, &to_strings(probe.1)).expect("probe")
+    })
+}
+
+/// Waits past 2^53 are exact in the module and doubles in Lua, so two
+/// denying windows' waits may round to the same double: the library must
+/// still name the window the module names (limit, remaining, window_ms),
+/// and its waits are the module's rounded to a double.
+#[test]
+fn waits_past_2_53_bind_the_same_window_in_the_library() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let max = "9007199254740991";
+        let max_1 = "9007199254740990";
+        let max_2 = "9007199254740989";
+        let setup: &[(Op, &[&str])] = &[(Op::Check, &[max, "10", "1000", "COST", "2"])];
+        let probes: &[&[&str]] = &[
+            // The waits 2^53 (first) and 2^53 + 1 (second) round alike.
+            &[max_1, "1", "998", "WINDOW", max, "2"],
+            &[max, "2", "998", "WINDOW", max_1, "1"],
+            // Several windows around 2^53, the longest wait in the middle.
+            &[max_2, "1", "998", "WINDOW", max, "1", "WINDOW", max_1, "2"],
+            &[max_1, "1", "997", "WINDOW", max_2, "1", "WINDOW", max, "2"],
+        ];
+        for (n, probe) in probes.iter().enumerate() {
+            for op in [Op::Peek, Op::Check] {
+                let name = format!("big{n}{op:?}");
+                let [module, library] = probe_both(&mut con, &name, setup, (op, probe));
+                let context = format!("{} {op:?} {probe:?}", encoding.name());
+                assert_eq!(module[0], 0, "{context}: denied");
+                let binding = |reply: &[i64]| (reply[0], reply[1], reply[2], reply[5]);
+                assert_eq!(binding(&library), binding(&module), "{context}: {module:?}");
+                let rounded = |wait: i64| wait as f64 as i64;
+                assert_eq!(library[3], rounded(module[3]), "{context}: retry");
+                assert_eq!(library[4], rounded(module[4]), "{context}: reset");
+            }
+        }
+        // The repro: the window named second waits 1 ms longer, exactly.
+        let [module, _] = probe_both(&mut con, "repro", setup, (Op::Peek, probes[0]));
+        assert_eq!(
+            module,
+            [
+                0,
+                2,
+                0,
+                9007199254740993,
+                9007199254740993,
+                9007199254740991
+            ]
+        );
+    });
+}
+
+/// A refund that leaves no live entry ends the key at once, in the module
+/// and the library alike: a log whose entries all left the window, and a
+/// compact log whose head another writer moved to its end.
+#[test]
+fn a_refund_that_leaves_nothing_live_ends_the_key_in_both() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let setup: &[(Op, &[&str])] = &[(Op::Check, &["1000", "5", "1000", "COST", "2"])];
+        let refund = (Op::Refund, &["1000", "5", "5000"][..]);
+        let [module, library] = probe_both(&mut con, "old", setup, refund);
+        assert_eq!(library, module);
+        assert_eq!(module, [1, 5, 4, -1, 1000, 1000]);
+        for key in ["old:module", "old:library"] {
+            assert_eq!(expire_time(&mut con, key.as_bytes()), -2, "{key}");
+        }
+        if encoding == Encoding::Compact {
+            // Three entries, the head moved past them by another writer;
+            // an expiry an hour away, which the refund must not keep.
+            let value = module_log(&mut con, "src", &[1000, 1001, 1002]);
+            let emptied = with_bytes(value, 16, &3u32.to_le_bytes());
+            for (key, module) in [("head:module", true), ("head:library", false)] {
+                let _: () = redis::cmd("SET")
+                    .arg(key)
+                    .arg(&emptied)
+                    .arg("PX")
+                    .arg(3_600_000)
+                    .query(&mut con)
+                    .unwrap();
+                let reply = call(
+                    &mut con,
+                    module,
+                    Op::Refund,
+                    key,
+                    &to_strings(&["1000", "5", "1500"]),
+                );
+                assert_eq!(reply, Ok(vec![1, 5, 4, -1, 1000, 1000]), "{key}");
+                // Expired at the call's clock: gone once the clock passes it.
+                let until = server_ms(&mut con) + 2;
+                while server_ms(&mut con) < until {}
+                assert_eq!(expire_time(&mut con, key.as_bytes()), -2, "{key}");
+            }
+        }
+    });
+}
+
+/// The call's clock, the reply and the expiry after it, from one
+/// transaction: TIME, the call, PEXPIRETIME.
+fn timed_call(
+    con: &mut Connection,
+    module: bool,
+    key: &str,
+    args: &[&str],
+) -> (i64, Vec<i64>, i64) {
+    let (time, reply, expiry): ((i64, i64), Vec<i64>, i64) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .add_command(command(module, Op::Check, key, &to_strings(args)))
+        .cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("a timed call");
+    (time.0 * 1000 + time.1 / 1000, reply, expiry)
+}
+
+/// The library sets the expiry from the call's clock, as the module does,
+/// however long the call takes: COST 100,000 takes a fifth of a second
+/// through the library on a sorted set. With a window shorter than the
+/// call, the expiry has passed when the call ends (on Redis 7.0 an
+/// absolute expiry in the past deletes the key at once): in both the
+/// reply is the same and the key is gone.
+#[test]
+fn the_librarys_expiry_is_the_modules_after_a_long_call() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let args = ["60000", "100000", "*", "COST", "100000"];
+        let [module, library] = [true, false].map(|module| {
+            let key = format!("long:{module}");
+            let (started, reply, expiry) = timed_call(&mut con, module, &key, &args);
+            assert_eq!(reply, [1, 100000, 0, -1, 60000, 60000], "module {module}");
+            expiry - started - 60000
+        });
+        // Each from the call's clock: the millisecond of the TIME before
+        // it, or the next.
+        assert!((0..=1).contains(&module), "module: {module}");
+        assert!(
+            (0..=2).contains(&library),
+            "library: {library} (module {module})"
+        );
+        let short = ["1", "100000", "*", "COST", "100000"];
+        for module in [true, false] {
+            let key = format!("short:{module}");
+            let (_, reply, _) = timed_call(&mut con, module, &key, &short);
+            assert_eq!(reply, [1, 100000, 0, -1, 1, 1], "module {module}");
+            // Gone once the server's clock passes the expiry.
+            let until = server_ms(&mut con) + 2;
+            while server_ms(&mut con) < until {}
+            assert_eq!(expire_time(&mut con, key.as_bytes()), -2, "module {module}");
         }
     });
 }
@@ -1065,7 +1240,7 @@ fn one_window_calls_issue_the_fewest_commands() {
                     "zcard",
                     "zadd",
                     "zcount",
-                    "pexpire",
+                    "pexpireat",
                 ];
                 // The entry a denial waits for and the newest, far apart:
                 // a read each.
@@ -1082,12 +1257,12 @@ fn one_window_calls_issue_the_fewest_commands() {
                     &["time", "zremrangebyscore", "zcard", "zrange", "pexpiretime"];
                 // Into an empty log: what it adds is the newest, no count
                 // of later entries (the usual script's five commands).
-                let new: &[&str] = &["time", "zremrangebyscore", "zcard", "zadd", "pexpire"];
+                let new: &[&str] = &["time", "zremrangebyscore", "zcard", "zadd", "pexpireat"];
                 (new, admitted, denied, one_left)
             }
             Encoding::Compact => {
-                let new: &[&str] = &["time", "getrange", "type", "set", "pexpire"];
-                let admitted: &[&str] = &["time", "getrange", "setrange", "pexpire"];
+                let new: &[&str] = &["time", "getrange", "type", "set", "pexpireat"];
+                let admitted: &[&str] = &["time", "getrange", "setrange", "pexpireat"];
                 let denied: &[&str] = &["time", "getrange", "pexpiretime"];
                 (new, admitted, denied, denied)
             }

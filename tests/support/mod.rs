@@ -247,6 +247,14 @@ impl Server {
             .expect("connect to redis-server")
     }
 
+    /// A connection that speaks RESP3 (HELLO 3), as redis-py 8 and
+    /// node-redis 5 do by default: replies keep their types (doubles).
+    pub fn connect_resp3(&self) -> Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .and_then(|client| client.get_connection())
+            .expect("connect to redis-server with RESP3")
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
