@@ -511,6 +511,10 @@ local Compact = {}
 local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
 local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
 local c_head_pending, c_damaged, c_trimmed_to
+-- Whether the call made or decoded more than COLLECT_AFTER_BYTES of a
+-- value: its garbage is collected when the call ends (see closing).
+local c_made_large = false
+local COLLECT_AFTER_BYTES = 262144
 -- An offset of the value at hand from which every byte is known to be
 -- zero, where a search or a write showed it.
 local c_zero_from
@@ -664,6 +668,7 @@ end
 -- The whole value written anew, keeping the key's expiry: a value
 -- encode made, whose layout it tells (so no parse follows).
 function Compact:store(value, width, base, capacity, len, oldest, newest)
+  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
   c_head_pending = false
   redis.call('SET', c_key, value, 'KEEPTTL')
   c_exists = true
@@ -836,6 +841,8 @@ end
 function Compact:entries_from(head)
   local width, stop = c_width, c_stop
   local bytes = self:read(HEADER_LEN + head * width, (c_capacity - head) * width)
+  -- A decoded slot costs Lua a table entry and more: some 16 bytes a byte.
+  if #bytes * 16 > COLLECT_AFTER_BYTES then c_made_large = true end
   local stored = decode_slots(bytes, width, stop - head)
   local times, base = {}, c_base
   for i, value in ipairs(stored) do
@@ -1296,6 +1303,25 @@ local function swl_entries(keys, args)
   return times
 end
 
+-- A callback that, when it returns, drops what the call read of a value
+-- (the library's state outlives the call, and a value it holds is memory
+-- that maxmemory does not count), and collects the garbage of a large
+-- value it made or decoded at once: Redis steps the Lua collector only
+-- every so many calls, which would leave it to later, small calls.
+local function closing(callback)
+  return function(keys, args)
+    local reply = callback(keys, args)
+    c_whole, c_header, c_blocks, c_opened = false, false, false, false
+    if c_made_large then
+      c_made_large = false
+      collectgarbage('collect')
+    end
+    return reply
+  end
+end
+
+swl_check, swl_peek = closing(swl_check), closing(swl_peek)
+swl_refund, swl_entries = closing(swl_refund), closing(swl_entries)
 redis.register_function { function_name = 'swl_check', callback = swl_check }
 redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags = { 'no-writes' } }
 -- A refund only frees memory, so it runs when the server is out of it.

@@ -1180,6 +1180,47 @@ fn the_librarys_expiry_is_the_modules_after_a_long_call() {
     });
 }
 
+/// INFO memory's `used_memory_vm_functions`: the functions' Lua heap,
+/// which maxmemory does not count.
+fn functions_memory(con: &mut Connection) -> usize {
+    let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory_vm_functions:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("used_memory_vm_functions")
+}
+
+/// A call that makes or decodes a large value leaves no garbage nor
+/// reference to it in the library once it returns: the Lua heap is back
+/// under twice the value's size after each such call.
+#[test]
+fn the_library_lets_go_of_large_values_when_a_call_ends() {
+    let server = Server::with(Config::without_module());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let t: u64 = 1_800_000_000_000;
+    let hour = "3600000000";
+    let calls: [(u64, &str); 4] = [
+        // A new log of 100,000 entries, then one grown past its room.
+        (t, "100000"),
+        (t + 1, "100000"),
+        // Before the base: every slot decoded and written anew.
+        (t - 120_000, "1"),
+        (t - 240_000, "1"),
+    ];
+    for (now, cost) in calls {
+        let args = [hour, "1000000", &now.to_string(), "COST", cost];
+        let reply = call(&mut con, false, Op::Check, "big", &to_strings(&args));
+        assert_eq!(reply.map(|r| r[0]), Ok(1), "{args:?}");
+        let size: usize = redis::cmd("STRLEN").arg("big").query(&mut con).unwrap();
+        let heap = functions_memory(&mut con);
+        assert!(
+            heap < 2 * size,
+            "{args:?}: Lua heap {heap} for a value of {size}"
+        );
+    }
+}
+
 /// The commands one FCALL issued, by name, from INFO commandstats (reset
 /// before the call): what each step of the library costs.
 fn commands_of(con: &mut Connection, key: &str, args: &[&str]) -> Vec<(String, i64)> {
