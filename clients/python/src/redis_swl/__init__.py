@@ -6,11 +6,11 @@ also registers the ``swl+redis://`` storages with ``limits`` (Flask-Limiter,
 slowapi) where ``limits`` is installed (``pip install redis-swl[limits]``).
 """
 
-from ._protocol import Verdict, Window, library_source
+from ._protocol import UncertainOutcomeError, Verdict, Window, library_source
 from .aio import AsyncSWL
 from .client import SWL
 
-__all__ = ["SWL", "AsyncSWL", "Verdict", "Window", "library_source"]
+__all__ = ["SWL", "AsyncSWL", "UncertainOutcomeError", "Verdict", "Window", "library_source"]
 __version__ = "0.3.0"
 
 try:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 #: A window given as (window_ms, limit).
 Window = Tuple[int, int]
 
@@ -17,6 +20,9 @@ Window = Tuple[int, int]
 CHECK = ("SWL.CHECK", "swl_check")
 PEEK = ("SWL.PEEK", "swl_peek")
 REFUND = ("SWL.REFUND", "swl_refund")
+
+#: The calls that change the log: sent once, never again after a timeout.
+CHANGES = (CHECK, REFUND)
 
 ENCODINGS = ("zset", "compact")
 _ENCODING_LINE = "\nlocal ENCODING = 'zset'\n"
@@ -166,6 +172,26 @@ class Commands(Generic[R]):
 
     def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> R:
         raise NotImplementedError
+
+
+class UncertainOutcomeError(RedisConnectionError, RedisTimeoutError):
+    """A check or refund was sent and no reply came: it timed out, or the
+    connection was lost while waiting. The server may or may not have
+    carried it out, so the request may or may not have been recorded (or
+    given back). The client never sends it again by itself, as redis-py
+    would: a second SWL.CHECK records a second request.
+
+    It is the ``TimeoutError`` or ``ConnectionError`` redis-py raised (its
+    ``__cause__``), so handlers of either catch it, as do ``limits``' and the
+    frameworks' handlers of ``RedisError``. A peek never raises it: it
+    changes nothing, and redis-py retries it as it retries any read."""
+
+
+def uncertain(name: str, key: Any, error: Exception) -> UncertainOutcomeError:
+    """The error for a check or refund (``name``: its command or function)
+    on ``key`` that failed with ``error`` after it was sent."""
+    return UncertainOutcomeError(
+        f"{name} on {key!r} got no reply ({error}): it may or may not have been carried out")
 
 
 def is_unknown_command(error: Exception) -> bool:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple, Union
+from typing import Any, List, Tuple, Union
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from ._protocol import (
+    CHANGES,
     Commands,
     Verdict,
     explained,
     is_library_present,
     is_missing_function,
     is_unknown_command,
+    uncertain,
 )
 
 
@@ -25,6 +27,13 @@ class SWL(Commands[Verdict]):
     server has the module, otherwise ``FCALL`` of the function library,
     which the client loads itself (``FUNCTION LOAD``, once) where it is
     missing. The replies are the same either way.
+
+    A check or refund is sent once: not again after a timeout or a lost
+    connection, as redis-py's retries (on by default since redis-py 6)
+    would send it, recording the request twice. Such a failure raises
+    :class:`~redis_swl.UncertainOutcomeError`: it may or may not have been
+    recorded. The client's own settings are left as they are, and its
+    other commands (a peek among them) are retried as it is set to.
 
     :param client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new
@@ -47,20 +56,60 @@ class SWL(Commands[Verdict]):
 
     def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
+        send = self._once if names in CHANGES else self._retried
         if not self.uses_library:
             try:
-                return Verdict.from_reply(self.client.execute_command(command, key, *args))
+                return Verdict.from_reply(send(key, command, key, *args))
             except RedisError as error:
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
         try:
-            return Verdict.from_reply(self.client.fcall(function, 1, key, *args))
+            return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
         except ResponseError as error:
             if not is_missing_function(error):
                 raise
         self.load_library()
-        return Verdict.from_reply(self.client.fcall(function, 1, key, *args))
+        return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
+
+    def _retried(self, key: str, *command: Any) -> Any:
+        return self.client.execute_command(*command)
+
+    def _once(self, key: str, *command: Any) -> Any:
+        """Sends a check or refund once, raising UncertainOutcomeError where
+        it failed after it was sent."""
+        client = self.client
+        if hasattr(client, "get_node_from_key"):
+            # A cluster: given the node, redis-py follows MOVED and ASK (the
+            # command was not carried out) but sends nothing again after a
+            # timeout or a lost connection. Those may come before the
+            # command was sent, which the cluster client does not tell.
+            try:
+                return client.execute_command(
+                    *command, target_nodes=client.get_node_from_key(key))
+            except (ConnectionError, TimeoutError) as error:
+                raise uncertain(command[0], key, error) from error
+        # One server: the command on a connection of the client's pool, as
+        # redis-py sends it, without its Retry around it.
+        single = client.connection is not None
+        connection = client.connection if single else client.connection_pool.get_connection()
+        lock = getattr(client, "single_connection_lock", None) if single else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            connection.connect()
+            connection.check_health()
+            try:
+                connection.send_command(*command, check_health=False)
+                return client.parse_response(connection, command[0])
+            except (ConnectionError, TimeoutError) as error:
+                connection.disconnect()
+                raise uncertain(command[0], key, error) from error
+        finally:
+            if lock is not None:
+                lock.release()
+            if not single:
+                client.connection_pool.release(connection)
 
     def load_library(self, replace: bool = False) -> None:
         """Loads the function library where it is missing: on the server,
