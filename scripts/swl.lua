@@ -375,6 +375,9 @@ local MIN_SLOTS = 8
 local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
 local HEAD_AT = 16
 local HEAD_AT_TEXT = '16'
+-- How far below its oldest entry a value made from times is based (the
+-- module's ROOM_BELOW_MS).
+local ROOM_BELOW_MS = 60000
 local READ_WHOLE_AT_MOST = 1024
 -- The offset of the last byte a whole read reads, as GETRANGE takes it.
 local READ_WHOLE_LAST = '1023'
@@ -469,15 +472,30 @@ local function slots_filling_allocation(wanted, width)
   return slots > wanted and slots or wanted
 end
 
+-- The number of slots of a value made for `n` entries: room for an
+-- eighth more, at least `spare` and at least 4, filling its allocation.
+local function slots_for(n, spare, width)
+  local room = (n - n % 8) / 8
+  if room < spare then room = spare end
+  if room < 4 then room = 4 end
+  return slots_filling_allocation(n + room, width)
+end
+
+-- A value's header, head 0.
+local function header_of(base, width)
+  local base_low, base_high = halves_of(base)
+  return struct.pack(HEADER_FORMAT, 'SWLc\1', width, 0, base_low, base_high, 0, 0)
+end
+
 -- The entries of a new log, before it records any (never changed).
 local NO_TIMES = {}
 
 -- A new value holding `times` (ascending) and, where `added` is given,
 -- that many entries at `time` placed after the `after` first of them:
--- based at the oldest, in the narrowest width that holds them, with free
--- slots for an eighth more (at least `spare`); and its layout, as parsing
--- it would find it: width, base, capacity, the number of entries (head
--- 0), the oldest and the newest.
+-- based ROOM_BELOW_MS below the oldest (or at 0), in the narrowest width
+-- that holds them, with free slots for an eighth more (at least
+-- `spare`); and its layout, as parsing it would find it: width, base,
+-- capacity, the number of entries (head 0), the oldest and the newest.
 local function encode(times, spare, time, added, after)
   local kept = #times
   added, after = added or 0, after or kept
@@ -485,15 +503,11 @@ local function encode(times, spare, time, added, after)
   local oldest = (added > 0 and after == 0) and time or times[1]
   local newest = (added > 0 and after == kept) and time or times[kept]
   local base = oldest or 0
+  base = base < ROOM_BELOW_MS and 0 or base - ROOM_BELOW_MS
   local span = newest and (newest - base + 1) or 0
   local width = span <= TWO_32 - 1 and 4 or 8
-  -- Room for an eighth more, at least `spare` and at least 4.
-  local room = (n - n % 8) / 8
-  if room < spare then room = spare end
-  if room < 4 then room = 4 end
-  local slots = slots_filling_allocation(n + room, width)
-  local base_low, base_high = halves_of(base)
-  local out = { struct.pack(HEADER_FORMAT, 'SWLc\1', width, 0, base_low, base_high, 0, 0) }
+  local slots = slots_for(n, spare, width)
+  local out = { header_of(base, width) }
   if after > 0 then encode_slots(times, 1, after, base, width, out) end
   if added > 0 then out[#out + 1] = string.rep(pack_slot(time - base + 1, width), added) end
   if after < kept then encode_slots(times, after + 1, kept, base, width, out) end
@@ -857,18 +871,44 @@ function Compact:entries_from(head)
 end
 
 -- Moves the head to slot `head` (within the live ones): an emptied log
--- goes, a dead prefix of more than half the value is reclaimed by writing
--- the live entries anew, otherwise only the head changes.
+-- goes, otherwise only the head changes (see reclaim).
 function Compact:move_head(head)
   if head == c_head then return end
   if head == c_stop then
     self:unlink()
-  elseif head * 2 > c_capacity then
-    local times = self:entries_from(head)
-    if times then self:store(encode(times, 0)) else c_damaged = true end
   else
     c_head_pending = struct.pack('<I4', head)
     self:overlay(HEAD_AT, c_head_pending)
+  end
+end
+
+-- Writes a new value with the log's base and width, head 0: its live
+-- slots with `count` slots holding `stored` before the slot `first`, and
+-- room for an eighth more (at least `spare`). The live slots are copied
+-- as bytes, unread, so the value is parsed again as the module parses it
+-- (slots another writer damaged read as they now lie).
+function Compact:rewrite(first, count, stored, spare)
+  local width, head, stop = c_width, c_head, c_stop
+  local n = stop - head + count
+  local slots = slots_for(n, spare, width)
+  local live = ''
+  if stop > head then live = self:read(HEADER_LEN + head * width, (stop - head) * width) end
+  local split = (first - head) * width
+  local value = header_of(c_base, width) .. string.sub(live, 1, split)
+    .. string.rep(pack_slot(stored, width), count) .. string.sub(live, split + 1)
+    .. string.rep('\0', (slots - n) * width)
+  self:store(value, width, c_base, slots, n)
+  self:reparse()
+end
+
+-- Once the dead slots before the head are over half the value, writes the
+-- live ones anew in a value sized for them, with the same base and width.
+-- A call's last change, as in the module; bytes that no longer parse
+-- (slots another writer damaged, which the call's changes reached) are
+-- left as the call left them.
+function Compact:reclaim()
+  if (c_valid or self:current()) and c_head * 2 > c_capacity then
+    self:rewrite(c_head, 0, 0, 0)
   end
 end
 
@@ -932,7 +972,7 @@ function Compact:record(at, count)
   local width = c_width
   local stored = at + 1 - c_base
   local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
-  if not fits or c_capacity - c_stop < count then
+  if not fits then
     local times = self:entries_from(c_head)
     if not times then
       c_damaged = true
@@ -944,6 +984,10 @@ function Compact:record(at, count)
   end
   local head, stop = c_head, c_stop
   local first = head + self:count_through(at)
+  if c_capacity - stop < count then
+    self:rewrite(first, count, stored, count)
+    return
+  end
   local from = HEADER_LEN + first * width
   local moved = ''
   if first < stop then moved = self:read(from, (stop - first) * width) end
@@ -991,6 +1035,7 @@ end
 -- Ends the call's changes: false if one found the value damaged, which is
 -- then left as it was; otherwise a moved head is written.
 function Compact:finish()
+  if not c_damaged then self:reclaim() end
   if c_damaged then return false end
   if c_head_pending then self:write_pending_head() end
   -- Left as found, parsed: its layout is kept (see layouts).
@@ -1119,7 +1164,9 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
   -- An admitted check has just recorded entries at now.
   local newest = log:newest(allowed and not pending and now or nil)
   if newest and not (newest > now - wide.ms) then newest = nil end
-  if pending and not (newest and newest > now) then newest = now end
+  -- An admitted check's entries at now count, also where another writer
+  -- damaged the log's ends (as in the module).
+  if allowed and not (newest and newest > now) then newest = now end
   local w = windows[bound]
   return { allowed and 1 or 0, w.limit, bound_left, allowed and -1 or bound_retry,
     newest and ms_until_left(newest, wide.ms, now) or 0, w.ms }

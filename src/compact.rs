@@ -19,6 +19,13 @@
 //! Slots before `head` are dead (trimmed); from `head` on come the live
 //! slots in ascending order, then free slots up to the end of the value.
 //! Free capacity at the end lets an entry be recorded by writing one slot.
+//!
+//! The base is chosen when a value is made from times (a new log, or one
+//! with an entry before its base or past its slot width), ROOM_BELOW_MS
+//! before the oldest, and kept when the value grows or drops its dead
+//! slots: the slots then keep their bytes, so the function library, which
+//! mirrors this in Lua, moves them with string operations rather than
+//! decoding and encoding every slot.
 
 use std::ops::Range;
 
@@ -36,6 +43,10 @@ pub const HEAD_AT: Range<usize> = 16..20;
 const MIN_SLOTS: usize = 8;
 /// The shortest well-formed value.
 pub const MIN_LEN: usize = HEADER_LEN + MIN_SLOTS * 4;
+/// How far below its oldest entry a value made from times is based, so
+/// that a client somewhat behind the others records into it (a time
+/// before the base makes the whole value anew, O(N)).
+pub const ROOM_BELOW_MS: u64 = 60_000;
 
 /// Why bytes are not a compact log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,6 +215,38 @@ impl<'a> Log<'a> {
         }
     }
 
+    /// Once the dead slots before the head are over half the value, a new
+    /// value holding the live ones, sized for them, with the same base and
+    /// width: a copy of their bytes, O(live), and so O(1) per entry ever
+    /// recorded. A call's last change, after any that can find the value
+    /// damaged, so that a failed call has at most moved the head.
+    pub fn reclaimed(&self) -> Option<Vec<u8>> {
+        (self.head * 2 > self.capacity()).then(|| self.rewritten(self.head, 0, 0, 0))
+    }
+
+    /// A new value with this log's base and width, head 0: its live slots
+    /// with `count` slots holding `stored` before the slot at `at`, and
+    /// room for an eighth more (at least `spare`). The live slots are
+    /// copied as bytes, unread.
+    fn rewritten(&self, at: usize, count: usize, stored: u64, spare: usize) -> Vec<u8> {
+        let width = self.width;
+        let slots = slots_for(self.len() + count, spare, width);
+        let mut value = vec![0u8; HEADER_LEN + slots * width];
+        write_header(&mut value, self.base, width);
+        let (older, newer) = (
+            &self.slots[self.head * width..at * width],
+            &self.slots[at * width..self.end * width],
+        );
+        let inserted_at = HEADER_LEN + older.len();
+        let newer_at = inserted_at + count * width;
+        value[HEADER_LEN..inserted_at].copy_from_slice(older);
+        for slot in value[inserted_at..newer_at].chunks_exact_mut(width) {
+            write_slot(slot, stored);
+        }
+        value[newer_at..newer_at + newer.len()].copy_from_slice(newer);
+        value
+    }
+
     /// Every live entry, oldest first, each slot checked.
     pub fn entries(&self) -> Result<Vec<u64>, FormatError> {
         let mut times = Vec::with_capacity(self.len());
@@ -234,8 +277,8 @@ pub enum Change {
 }
 
 /// Removes every entry at or before `floor`: moves the head, O(log N).
-/// Once the dead slots are more than half the value, the live ones are
-/// moved down instead (O(live), and so O(1) per entry ever recorded).
+/// (`Log::reclaimed` drops the dead slots once they are over half the
+/// value.)
 pub fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
     move_head(value, |log| log.end - log.count_above(floor))
 }
@@ -277,10 +320,6 @@ fn move_head(value: &mut [u8], to: impl FnOnce(&Log) -> usize) -> Result<Change,
         if head == log.end {
             return Ok(Change::Emptied);
         }
-        if head * 2 > log.capacity() {
-            let live = Log { head, ..log };
-            return Ok(Change::Replace(encode(&live.entries()?, 0)));
-        }
         head
     };
     value[HEAD_AT].copy_from_slice(&(head as u32).to_le_bytes());
@@ -290,9 +329,10 @@ fn move_head(value: &mut [u8], to: impl FnOnce(&Log) -> usize) -> Result<Change,
 /// Adds `count` entries at `time` (`value` None: a new log). An entry no
 /// older than the newest is written into free slots, O(count); an older
 /// one goes to its sorted position, moving the newer slots up. Where the
-/// slots are full, the time lies before the base, or it does not fit the
-/// slot width, the whole value is written anew (O(N), amortised O(1): the
-/// new value has room for an eighth more).
+/// slots are full, the live slots are copied into a larger value with the
+/// same base (O(N) bytes, amortised O(1): it has room for an eighth more).
+/// Only a time before the base or past the slot width makes the value
+/// anew from its times, based below the oldest.
 pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
     let count = usize::try_from(count).unwrap_or(usize::MAX);
     let Some(value) = value else {
@@ -305,19 +345,17 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         let stored = (time + 1)
             .checked_sub(log.base)
             .filter(|&v| v >= 1 && (log.width == 8 || v <= u64::from(u32::MAX)));
-        let room = log.capacity() - log.end >= count;
-        let (Some(stored), true) = (stored, room) else {
+        let Some(stored) = stored else {
             let mut times = log.entries()?;
             let at = times.partition_point(|&t| t <= time);
             times.splice(at..at, std::iter::repeat_n(time, count));
             return Ok(Change::Replace(encode(&times, count)));
         };
-        (
-            log.head + log.count_through(time),
-            log.end,
-            log.width,
-            stored,
-        )
+        let at = log.head + log.count_through(time);
+        if log.capacity() - log.end < count {
+            return Ok(Change::Replace(log.rewritten(at, count, stored, count)));
+        }
+        (at, log.end, log.width, stored)
     };
     // The slots from the insertion point move up by `count`.
     let slot = |index: usize| HEADER_LEN + index * width;
@@ -328,9 +366,9 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
     Ok(Change::InPlace(slot(at)..slot(end + count)))
 }
 
-/// A new value holding `times` (ascending), based at the oldest, in the
-/// narrowest width that holds them, with free slots for an eighth more (at
-/// least `spare`).
+/// A new value holding `times` (ascending), based ROOM_BELOW_MS below the
+/// oldest, in the narrowest width that holds them, with free slots for an
+/// eighth more (at least `spare`).
 pub fn encode(times: &[u64], spare: usize) -> Vec<u8> {
     let ends = match (times.first(), times.last()) {
         (Some(&oldest), Some(&newest)) => (oldest, newest),
@@ -349,26 +387,33 @@ fn encode_from(
     spare: usize,
     times: impl Iterator<Item = u64>,
 ) -> Vec<u8> {
-    let (width, slots) = shape(oldest, newest, len, spare);
+    let (width, base, slots) = shape(oldest, newest, len, spare);
     let mut value = vec![0u8; HEADER_LEN + slots * width];
-    write_value(&mut value, oldest, width, times);
+    write_value(&mut value, base, width, times);
     value
 }
 
-/// The slot width and the number of slots of a new value of `len` times
-/// from `oldest` to `newest`, with room for an eighth more (at least
-/// `spare`).
-fn shape(oldest: u64, newest: u64, len: usize, spare: usize) -> (usize, usize) {
-    let span = if len == 0 { 0 } else { newest - oldest + 1 };
+/// The slot width, the base and the number of slots of a new value of
+/// `len` times from `oldest` to `newest`: based ROOM_BELOW_MS below the
+/// oldest (or at 0), 4-byte slots where the newest fits them, room for an
+/// eighth more (at least `spare`).
+fn shape(oldest: u64, newest: u64, len: usize, spare: usize) -> (usize, u64, usize) {
+    let base = oldest - oldest.min(ROOM_BELOW_MS);
+    let span = if len == 0 { 0 } else { newest - base + 1 };
     let width = if span <= u64::from(u32::MAX) { 4 } else { 8 };
-    let wanted = len + (len / 8).max(spare).max(4);
-    (width, slots_filling_allocation(wanted, width))
+    (width, base, slots_for(len, spare, width))
+}
+
+/// The number of slots of a value made for `len` entries: room for an
+/// eighth more, at least `spare` and at least 4, filling its allocation.
+fn slots_for(len: usize, spare: usize, width: usize) -> usize {
+    slots_filling_allocation(len + (len / 8).max(spare).max(4), width)
 }
 
 /// The length of the new log `record` writes for `count` entries on no
 /// log (see `write_new_log`).
 pub fn new_log_len(time: u64, count: usize) -> usize {
-    let (width, slots) = shape(time, time, count, 0);
+    let (width, _, slots) = shape(time, time, count, 0);
     HEADER_LEN + slots * width
 }
 
@@ -376,17 +421,22 @@ pub fn new_log_len(time: u64, count: usize) -> usize {
 /// `count` entries at `time`: the bytes `record` on no log writes, built in
 /// place by the caller's storage rather than in a vector copied there.
 pub fn write_new_log(value: &mut [u8], time: u64, count: usize) {
-    let (width, _) = shape(time, time, count, 0);
-    write_value(value, time, width, std::iter::repeat_n(time, count));
+    let (width, base, _) = shape(time, time, count, 0);
+    write_value(value, base, width, std::iter::repeat_n(time, count));
+}
+
+/// Writes a value's header (head 0) into `value`.
+fn write_header(value: &mut [u8], base: u64, width: usize) {
+    value[..4].copy_from_slice(&MAGIC);
+    value[4] = VERSION;
+    value[WIDTH_AT] = width as u8;
+    value[BASE_AT].copy_from_slice(&base.to_le_bytes());
 }
 
 /// Writes a value's header and its slots from `times` into `value`, which
 /// is zeroed (the free slots stay so).
 fn write_value(value: &mut [u8], base: u64, width: usize, times: impl Iterator<Item = u64>) {
-    value[..4].copy_from_slice(&MAGIC);
-    value[4] = VERSION;
-    value[WIDTH_AT] = width as u8;
-    value[BASE_AT].copy_from_slice(&base.to_le_bytes());
+    write_header(value, base, width);
     let filled = value[HEADER_LEN..].chunks_exact_mut(width).zip(times);
     if width == 4 {
         for (slot, time) in filled {
@@ -465,6 +515,12 @@ mod tests {
     use super::*;
     use crate::window::tests::XorShift;
 
+    /// What ends every call: the dead slots reclaimed once over half.
+    fn reclaim(value: &[u8]) -> Result<Change, FormatError> {
+        let log = Log::parse(value)?;
+        Ok(log.reclaimed().map_or(Change::Nothing, Change::Replace))
+    }
+
     /// A compact log and the sorted vector it must equal, changed together.
     struct Pair {
         value: Option<Vec<u8>>,
@@ -508,6 +564,19 @@ mod tests {
             self.reference
                 .splice(at..at, std::iter::repeat_n(time, count as usize));
             self.apply(before, change);
+        }
+
+        /// What ends every call: the dead slots reclaimed once over half.
+        fn reclaim(&mut self) {
+            let Some(value) = &self.value else {
+                return;
+            };
+            let change = reclaim(value).unwrap();
+            if let Change::Replace(bytes) = &change {
+                let (was, now) = (Log::parse(value).unwrap(), Log::parse(bytes).unwrap());
+                assert_eq!((now.base, now.width, now.head), (was.base, was.width, 0));
+            }
+            self.apply(self.value.clone(), change);
         }
 
         fn trim_through(&mut self, floor: i64) {
@@ -567,17 +636,21 @@ mod tests {
 
     #[test]
     fn a_new_log_has_the_documented_layout() {
-        let value = encode(&[1000, 1000, 1005], 0);
+        // Based a minute (60,000 ms) before the oldest: 100,000 is 60,001.
+        let value = encode(&[100_000, 100_000, 100_005], 0);
         assert_eq!(&value[..8], b"SWLc\x01\x04\x00\x00");
-        assert_eq!(value[8..16], 1000u64.to_le_bytes());
+        assert_eq!(value[8..16], 40_000u64.to_le_bytes());
         assert_eq!(value[16..24], [0; 8]);
-        assert_eq!(value[24..36], [1, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0]);
+        let slots = [0x61, 0xea, 0, 0, 0x61, 0xea, 0, 0, 0x66, 0xea, 0, 0];
+        assert_eq!(value[24..36], slots);
         assert!(value[36..].iter().all(|&b| b == 0));
         assert!(value.len() >= MIN_LEN);
         assert_eq!(
             Log::parse(&value).unwrap().entries(),
-            Ok(vec![1000, 1000, 1005])
+            Ok(vec![100_000, 100_000, 100_005])
         );
+        // Times within a minute of 0 are based at 0.
+        assert_eq!(encode(&[1000], 0)[8..16], [0; 8]);
     }
 
     #[test]
@@ -599,38 +672,85 @@ mod tests {
 
     #[test]
     fn a_trim_moves_the_head_and_a_large_dead_prefix_is_reclaimed() {
-        let times: Vec<u64> = (1..=40).collect();
+        let times: Vec<u64> = (100_001..=100_040).collect();
         let mut value = encode(&times, 0);
         let capacity = (value.len() - HEADER_LEN) / 4;
-        assert_eq!(trim_through(&mut value, 5), Ok(Change::InPlace(16..20)));
+        assert_eq!(
+            trim_through(&mut value, 100_005),
+            Ok(Change::InPlace(16..20))
+        );
         assert_eq!(read_u32(&value[16..20]), 5);
-        let Ok(Change::Replace(reclaimed)) = trim_through(&mut value, 35) else {
+        assert_eq!(reclaim(&value), Ok(Change::Nothing));
+        // More than half dead: still only the head moves, and reclaiming
+        // writes the live slots anew, byte for byte, with the same base.
+        assert_eq!(
+            trim_through(&mut value, 100_035),
+            Ok(Change::InPlace(16..20))
+        );
+        let Ok(Change::Replace(reclaimed)) = reclaim(&value) else {
             panic!("more than half dead: the value is written anew");
         };
         let log = Log::parse(&reclaimed).unwrap();
-        assert_eq!(log.entries(), Ok((36..=40).collect()));
-        assert_eq!(log.base, 36);
+        assert_eq!(log.entries(), Ok((100_036..=100_040).collect()));
+        assert_eq!(log.base, 40_001);
+        let live = HEADER_LEN + 35 * 4..HEADER_LEN + 40 * 4;
+        assert_eq!(reclaimed[HEADER_LEN..HEADER_LEN + 20], value[live]);
         assert!(reclaimed.len() < HEADER_LEN + capacity * 4);
-        assert_eq!(trim_through(&mut value, 40), Ok(Change::Emptied));
+        assert_eq!(trim_through(&mut value, 100_040), Ok(Change::Emptied));
+    }
+
+    #[test]
+    fn a_full_log_grows_keeping_its_base_and_its_slots_bytes() {
+        let mut value = encode(&[100_000], 0);
+        let capacity = (value.len() - HEADER_LEN) / 4;
+        for time in 100_001..100_000 + capacity as u64 {
+            assert!(matches!(
+                record(Some(&mut value), time, 1),
+                Ok(Change::InPlace(_))
+            ));
+        }
+        // Full: an entry older than the newest goes to its place in a
+        // larger value, the other slots copied unchanged.
+        let Ok(Change::Replace(grown)) = record(Some(&mut value), 100_003, 2) else {
+            panic!("a full log grows");
+        };
+        assert_eq!(grown[..24], value[..24]);
+        let (old, new) = (&value[HEADER_LEN..], &grown[HEADER_LEN..]);
+        assert_eq!(new[..16], old[..16]);
+        assert_eq!(new[16..24], [0x64, 0xea, 0, 0, 0x64, 0xea, 0, 0]);
+        assert_eq!(new[24..24 + old.len() - 16], old[16..]);
+        assert!(grown.len() > value.len());
     }
 
     #[test]
     fn times_past_the_slot_width_or_before_the_base_rewrite_the_value() {
-        let mut value = encode(&[1000], 0);
-        let Ok(Change::Replace(wide)) = record(Some(&mut value), 1000 + (1 << 32), 1) else {
+        let t = 1_000_000;
+        let mut value = encode(&[t], 0);
+        let Ok(Change::Replace(wide)) = record(Some(&mut value), t + (1 << 32), 1) else {
             panic!("a span of 2^32 ms needs 8-byte slots");
         };
         assert_eq!(wide[WIDTH_AT], 8);
         assert_eq!(
             Log::parse(&wide).unwrap().entries(),
-            Ok(vec![1000, 1000 + (1 << 32)])
+            Ok(vec![t, t + (1 << 32)])
         );
-        let Ok(Change::Replace(rebased)) = record(Some(&mut value), 999, 1) else {
+        // A minute behind the oldest still fits below the base.
+        let mut behind = value.clone();
+        let change = record(Some(&mut behind), t - ROOM_BELOW_MS, 1);
+        assert!(matches!(change, Ok(Change::InPlace(_))), "{change:?}");
+        let Ok(Change::Replace(rebased)) = record(Some(&mut value), t - ROOM_BELOW_MS - 1, 1)
+        else {
             panic!("a time before the base rebases the log");
         };
-        assert_eq!(Log::parse(&rebased).unwrap().entries(), Ok(vec![999, 1000]));
+        let log = Log::parse(&rebased).unwrap();
+        assert_eq!(log.entries(), Ok(vec![t - ROOM_BELOW_MS - 1, t]));
+        assert_eq!(log.base, t - 2 * ROOM_BELOW_MS - 1);
         let top = encode(&[0, MAX_MS], 0);
         assert_eq!(Log::parse(&top).unwrap().entries(), Ok(vec![0, MAX_MS]));
+        // A span that fits 4-byte slots only without the room below is
+        // based lower and takes 8-byte slots.
+        let near = encode(&[t, t + u64::from(u32::MAX) - 10], 0);
+        assert_eq!(near[WIDTH_AT], 8);
     }
 
     #[test]
@@ -670,9 +790,10 @@ mod tests {
             value[at..at + 4].copy_from_slice(&stored.to_le_bytes());
             value
         };
-        // The oldest at 149, and the middle slot read as 102.
-        let mut early = with_slot(0, 50);
-        early[HEADER_LEN + 8..HEADER_LEN + 12].copy_from_slice(&3u32.to_le_bytes());
+        // Based at 0, slots hold time + 1: the oldest at 149, and the
+        // middle slot read as 102.
+        let mut early = with_slot(0, 150);
+        early[HEADER_LEN + 8..HEADER_LEN + 12].copy_from_slice(&103u32.to_le_bytes());
         assert_eq!(Log::parse(&early).unwrap().count_above(120), 5);
         // The middle slot read as 999, after the newest.
         let late = with_slot(2, 900);
@@ -707,6 +828,8 @@ mod tests {
                     _ => pair.cap_to(rng.below(40)),
                 }
                 pair.check(&context);
+                pair.reclaim();
+                pair.check(&context);
             }
         }
     }
@@ -734,10 +857,11 @@ mod tests {
             if let Ok(log) = Log::parse(&bytes) {
                 let _ = (log.entries(), log.count_above(250), log.time_at(1));
                 for _ in 0..3 {
-                    let _ = match rng.below(4) {
+                    let _ = match rng.below(5) {
                         0 => trim_through(&mut bytes, rng.below(500) as i64),
                         1 => cap_to(&mut bytes, rng.below(5)),
                         2 => drop_newest(&mut bytes, rng.below(5)),
+                        3 => reclaim(&bytes),
                         _ => record(Some(&mut bytes), rng.below(600), 1 + rng.below(3)),
                     };
                 }

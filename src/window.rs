@@ -178,7 +178,10 @@ pub fn verdict(
         let count = counts.first().copied().unwrap_or(0);
         describe(first, count, if allowed { -1 } else { 1 })
     });
-    reply.reset_after_ms = reset_after(log, widest(windows), now, pending);
+    // An admitted check has recorded at `now`: its entry is among those
+    // the reset waits for, also where another writer damaged the log's
+    // ends (a compact log read in part).
+    reply.reset_after_ms = reset_after(log, widest(windows), now, pending || allowed);
     reply
 }
 

@@ -58,8 +58,9 @@ fn slots_at(bytes: &[u8], time: u64) -> usize {
         .count()
 }
 
-/// One entry at T, then its last free slot overwritten: the value parses
-/// (the log's ends are in order) until a check needs every slot.
+/// One entry at T (based a minute before it, so stored as 60,001), then
+/// its last free slot overwritten with T + 6: the value parses (the log's
+/// ends are in order) until a check needs every slot.
 fn damaged_log(con: &mut Connection, via: Via) {
     let _: () = redis::cmd("DEL").arg("y").query(con).unwrap();
     call(
@@ -73,7 +74,7 @@ fn damaged_log(con: &mut Connection, via: Via) {
     let length: i64 = redis::cmd("SETRANGE")
         .arg("y")
         .arg(56)
-        .arg(&b"\x07\x00\x00\x00"[..])
+        .arg(&60_007u32.to_le_bytes()[..])
         .query(con)
         .unwrap();
     assert_eq!(length, 60, "the last free slot is at 56");
@@ -88,21 +89,34 @@ fn a_damaged_free_slot_is_refused_once_a_check_needs_every_slot() {
         let args = strings(&[HOUR, "10", &(T + 100).to_string()]);
         // Seven free slots take seven entries in place; the eighth check
         // finds the slots full (the damaged one read as the newest entry)
-        // and must write the value anew, which reads every slot.
-        for k in 1..=7 {
+        // and copies them, unread, into a larger value: it records.
+        for k in 1..=8 {
             // Once the free slots are full, the damaged one is the newest
-            // entry the log's ends show: T + 6.
-            let reset = if k == 7 { 3_599_906 } else { 3_600_000 };
+            // entry the log's ends show (T + 6); the reset still counts
+            // the entry each check records at T + 100.
+            let reset = 3_600_000;
+            let before = slots_at(&get(&mut con, "y"), T + 100);
             assert_eq!(
                 call(&mut con, via, "check", "y", &args),
-                Ok(vec![1, 10, 9 - k, -1, reset, 3_600_000]),
+                Ok(vec![
+                    1,
+                    10,
+                    if k == 8 { 0 } else { 9 - k },
+                    -1,
+                    reset,
+                    3_600_000
+                ]),
                 "{via:?} check {k}"
             );
+            assert_eq!(slots_at(&get(&mut con, "y"), T + 100), before + 1);
         }
+        // A time before the base makes the value anew from its times,
+        // which reads every slot: refused, the value as it was.
         let damaged = get(&mut con, "y");
-        for k in 8..=20 {
+        let behind = strings(&[HOUR, "100", &(T - 100_000).to_string()]);
+        for k in 9..=20 {
             assert_eq!(
-                call(&mut con, via, "check", "y", &args),
+                call(&mut con, via, "check", "y", &behind),
                 Err(WRONGTYPE.to_string()),
                 "{via:?} check {k}"
             );
@@ -110,7 +124,8 @@ fn a_damaged_free_slot_is_refused_once_a_check_needs_every_slot() {
         }
     }
     let info: String = redis::cmd("INFO").arg("swl").query(&mut con).unwrap();
-    assert!(info.contains("swl_admitted:8\r\n"), "{info}");
+    // The module's: the first entry and eight checks.
+    assert!(info.contains("swl_admitted:9\r\n"), "{info}");
 }
 
 #[test]
@@ -121,7 +136,8 @@ fn a_time_before_the_base_of_a_damaged_log_is_refused() {
         damaged_log(&mut con, via);
         let damaged = get(&mut con, "y");
         for penalize in [false, true] {
-            let mut args = strings(&[HOUR, "10", &(T - 1000).to_string()]);
+            // Before the base, a minute before T.
+            let mut args = strings(&[HOUR, "10", &(T - 60_001).to_string()]);
             if penalize {
                 args.push("PENALIZE".to_string());
             }
@@ -194,6 +210,10 @@ fn after_any_admitted_reply_the_cost_was_recorded() {
             if !refund && rng.below(4) == 0 {
                 args.push("PENALIZE".to_string());
             }
+            // What the call does, not an expiry an earlier call set:
+            // refunding the entries a damaged log shows as newest can
+            // leave it with none, which expires it at once.
+            let _: i64 = redis::cmd("PERSIST").arg(key).query(&mut con).unwrap();
             let before = get(&mut con, key);
             let name = if refund { "refund" } else { "check" };
             let context = format!("round {round} step {step} {via:?} {name} {args:?}");

@@ -625,6 +625,11 @@ fn with_bytes(mut value: Vec<u8>, at: usize, bytes: &[u8]) -> Vec<u8> {
     value
 }
 
+/// A narrow compact log with the slot at `index` holding `stored`.
+fn with_slot(value: &[u8], index: usize, stored: u32) -> Vec<u8> {
+    with_bytes(value.to_vec(), 24 + 4 * index, &stored.to_le_bytes())
+}
+
 /// Puts `value` under a key with an expiry, once for the module and once
 /// for the library, and runs SWL.CHECK, SWL.PEEK and SWL.ENTRIES through
 /// each: their replies, the bytes each left, and whether each kept the
@@ -676,11 +681,13 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
             with_bytes(narrow.clone(), 8, &(1u64 << 53).to_le_bytes()),
         ),
         ("head", with_bytes(narrow.clone(), 16, &10u32.to_le_bytes())),
-        ("out of order", with_bytes(narrow.clone(), 24, &[4])),
-        ("a free live slot", with_bytes(narrow.clone(), 24, &[0])),
+        // Logs of times under a minute are based at 0: a slot holds its
+        // time + 1.
+        ("out of order", with_slot(&narrow, 0, 1005)),
+        ("a free live slot", with_slot(&narrow, 0, 0)),
         (
             "past 2^53-1",
-            with_bytes(wide.clone(), 32, &(1u64 << 53).to_le_bytes()),
+            with_bytes(wide.clone(), 32, &((1u64 << 53) + 1).to_le_bytes()),
         ),
         (
             "past 2^64",
@@ -700,10 +707,10 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
         assert_eq!(replies, [0, 1, 2].map(|_| wrongtype.clone()), "{what}");
         assert_eq!((&left, kept), (value, true), "{what}: untouched");
     }
-    // Read as logs: the newest at 2^53-1 exactly (base 1000, slot 2^53 -
-    // 1000), and interior slots out of order, which only SWL.ENTRIES
-    // checks (a call reads O(log N) slots).
-    let edge = with_bytes(wide.clone(), 32, &((1u64 << 53) - 1000).to_le_bytes());
+    // Read as logs: the newest at 2^53-1 exactly (base 0, slot 2^53),
+    // and interior slots out of order, which only SWL.ENTRIES checks (a
+    // call reads O(log N) slots).
+    let edge = with_bytes(wide.clone(), 32, &(1u64 << 53).to_le_bytes());
     let [(module, left, kept), library] = on_both(&mut con, &edge, &args);
     assert_eq!(
         (&library.0, &library.1),
@@ -721,7 +728,7 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
     assert_eq!(module[0], ints(&[1, 5, 3, -1, newest + 1000 - 2000, 1000]));
     assert_eq!(module[2], ints(&[2000, newest]));
     let shuffled = module_log(&mut con, "shuffled", &[1000, 1001, 1002, 1003, 1004]);
-    let shuffled = with_bytes(with_bytes(shuffled, 28, &[4]), 36, &[2]);
+    let shuffled = with_slot(&with_slot(&shuffled, 1, 1004), 3, 1002);
     let [(module, left, _), library] = on_both(&mut con, &shuffled, &["1000", "9", "1500"]);
     assert_eq!(
         (&library.0, &library.1),
@@ -734,7 +741,7 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
     // (1002), so all five count, though the slot a search would probe
     // first (1002) and the one after it (1001) say otherwise.
     let ends_first = module_log(&mut con, "ends", &[1000, 1001, 1002, 1003, 1004]);
-    let ends_first = with_bytes(with_bytes(ends_first, 24, &[3]), 28, &[2]);
+    let ends_first = with_slot(&with_slot(&ends_first, 0, 1003), 1, 1002);
     let [(module, left, _), library] = on_both(&mut con, &ends_first, &["1000", "9", "2001"]);
     assert_eq!((&library.0, &library.1), (&module, &left), "ends first");
     assert_eq!(
@@ -761,10 +768,11 @@ fn a_denied_log_changed_by_another_tool_is_read_as_it_now_is() {
         ))
     };
     let wrongtype = Err("WRONGTYPE Operation against a key holding the wrong kind of value".into());
-    // Slot 2 (bytes 32..36) holds 1002 as 1002 - base + 1 = 3.
-    let newer = with_bytes(full.clone(), 32, &101u32.to_le_bytes());
+    // Slot 2 (bytes 32..36) holds 1002 as 1002 - base + 1 = 1003 (a log
+    // of times under a minute is based at 0).
+    let newer = with_slot(&full, 2, 1101);
     let head_moved = with_bytes(full.clone(), 16, &1u32.to_le_bytes());
-    let oldest_freed = with_bytes(full.clone(), 24, &[0]);
+    let oldest_freed = with_slot(&full, 0, 0);
     let magic = with_bytes(full.clone(), 0, b"X");
     let args = ["1000", "3", "1500"];
     let denied = ints(&[0, 3, 0, 500, 502, 1000]);
@@ -918,20 +926,20 @@ fn the_library_takes_the_server_clock_for_star_and_creates_logs_as_set() {
             (before..=after).contains(&recorded),
             "{before} <= {recorded} <= {after}"
         );
-        // Exact, or 1 ms late if a millisecond ticked inside the function
-        // between reading the clock and setting the expiry (see swl.lua).
+        // Exact: from the clock the call read.
         let expiry = expire_time(&mut con, b"now") - (recorded as i64 + 60000);
-        assert!(expiry == 0 || expiry == 1, "expiry off by {expiry} ms");
+        assert_eq!(expiry, 0, "expiry off by {expiry} ms");
         match contents(&mut con, b"now") {
             Contents::Zset(members) if encoding == Encoding::Zset => {
                 assert!(members.iter().all(|(m, _)| m.len() == 14), "{members:?}")
             }
-            // The module's bytes: a new log of two entries based at them.
+            // The module's bytes: a new log of two entries based a minute
+            // before them (stored as 60,001).
             Contents::Bytes(bytes) if encoding == Encoding::Compact => {
                 let mut expected = b"SWLc\x01\x04\0\0".to_vec();
-                expected.extend(recorded.to_le_bytes());
+                expected.extend((recorded - 60_000).to_le_bytes());
                 expected.extend([0; 8]);
-                expected.extend([1, 0, 0, 0, 1, 0, 0, 0]);
+                expected.extend([0x61, 0xea, 0, 0, 0x61, 0xea, 0, 0]);
                 assert_eq!(&bytes[..expected.len()], &expected[..]);
                 assert_eq!(bytes.len(), 24 + 4 * 9, "9 slots fill a 64-byte allocation");
                 assert!(bytes[expected.len()..].iter().all(|&b| b == 0));

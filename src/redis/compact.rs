@@ -155,10 +155,10 @@ impl CompactKey {
     }
 
     /// Undoes what a failed call changed. Changes run trim, cap, then
-    /// record or give back, and only the last of them moves slots; the
-    /// changes before it move the head, or write a value anew, after which
-    /// every slot is known good and nothing can fail. So a failure finds
-    /// at most the head moved.
+    /// record or give back, and only the last of them moves slots or
+    /// writes the value anew; the changes before it move the head (the
+    /// dead slots are reclaimed when the call finishes). So a failure
+    /// finds at most the head moved.
     fn restore(&mut self, pending: &Pending) {
         debug_assert!(!pending.rewritten && !pending.deleted);
         debug_assert!(pending.ranges.iter().all(|r| *r == compact::HEAD_AT));
@@ -311,6 +311,15 @@ impl StoredLog for CompactKey {
     /// the commands propagated. A call that found the value damaged puts
     /// the head back and fails with WRONGTYPE, the value as it was.
     fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError> {
+        // Dead slots over half the value are dropped last, once nothing
+        // that can find the value damaged follows (see compact::reclaim).
+        // Bytes that no longer parse (slots another writer damaged, which
+        // the call's changes reached) are left as the call left them.
+        if !self.pending.damaged {
+            if let Some(value) = self.log().and_then(|log| log.reclaimed()) {
+                self.apply(Ok(Change::Replace(value)));
+            }
+        }
         let pending = std::mem::take(&mut self.pending);
         if pending.damaged {
             self.restore(&pending);
