@@ -464,6 +464,114 @@ refund_speed() {
         "$fcheck_us" "$frefund_us" "$(ratio "$frefund_us" "$refund_us")"
 }
 
+# One call on a fresh copy of the compact log `template`, by the module
+# (SWL.CHECK) or the function library (FCALL swl_check), BENCH_ONE_ROUNDS
+# times: the median server milliseconds of the call.
+ONE_ROUNDS=${BENCH_ONE_ROUNDS:-3}
+one_call_ms() {
+    local via=$1 template=$2 i stat
+    shift 2
+    stat=swl.check
+    [ "$via" = library ] && stat=fcall
+    for i in $(seq 1 "$ONE_ROUNDS"); do
+        cli copy "$template" one:call replace >/dev/null
+        cli config resetstat >/dev/null
+        if [ "$via" = module ]; then
+            cli swl.check one:call "$@" >/dev/null
+        else
+            cli fcall swl_check 1 one:call "$@" >/dev/null
+        fi
+        usec_per_call "$stat"
+    done | sort -n | awk -v n="$ONE_ROUNDS" 'NR == int((n + 1) / 2) { printf "%.2f", $1 / 1000 }'
+}
+
+# The row of one call on logs of `n` entries, module and library.
+rewrite_row() {
+    local label=$1 n=$2 template=$3 module library
+    shift 3
+    module=$(one_call_ms module "$template" "$@")
+    library=$(one_call_ms library "$template" "$@")
+    printf '%-36s %10s %10s %10s %10s\n' "$label" "$n" "$module" "$library" "$(ratio "$library" "$module")"
+}
+
+# Compact logs of `n` entries, one a millisecond from `base`, made by the
+# module: tpl:n as made (its spare room at the end), full:n with that room
+# filled by entries at the newest time.
+compact_templates() {
+    local n=$1 base=$2 free
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK tpl:%d 1000000000000000 1000000000000000 %.0f\r\n", n, b + i }' | pipe_commands
+    cli copy "tpl:$n" "full:$n" >/dev/null
+    free=$(( ($(cli strlen "full:$n") - 24) / 4 - n ))
+    while [ "$free" -gt 0 ]; do
+        local cost=$(( free < 100000 ? free : 100000 ))
+        cli swl.check "full:$n" 1000000000000000 1000000000000000 "$((base + n - 1))" COST "$cost" >/dev/null
+        free=$((free - cost))
+    done
+}
+
+# The calls that change every slot's place or value on a large compact
+# log, module against library, at 100,000 and 1,000,000 entries: each
+# copies bytes, but for an entry older than the base (a time the slots
+# cannot hold), which makes the value anew from its times (O(N) in Lua).
+compact_rewrites() {
+    local base=1700000000000 big=1000000000000000 n
+    cli flushall >/dev/null
+    cli config set swl.encoding compact >/dev/null
+    load_library compact
+    printf '%-36s %10s %10s %10s %10s\n' call entries "module ms" "swl.lua ms" "vs module"
+    for n in 100000 1000000; do
+        compact_templates "$n" "$base"
+        local newest=$((base + n - 1))
+        rewrite_row "trim past half (70% trimmed)" "$n" "tpl:$n" $((n * 3 / 10)) "$big" $((newest + 1))
+        rewrite_row "growth (a full log, COST 1)" "$n" "full:$n" "$big" "$big" $((newest + 1))
+        rewrite_row "COST 100000 past the spare room" "$n" "full:$n" "$big" "$big" $((newest + 1)) COST 100000
+        rewrite_row "a client 10 s behind the newest" "$n" "tpl:$n" "$big" "$big" $((newest - 10000))
+        rewrite_row "an entry older than the base" "$n" "tpl:$n" "$big" "$big" $((base - 120000))
+        # The Lua heap after the library's costliest call, beside the
+        # value it wrote (the functions' heap is outside maxmemory).
+        printf '%-36s %10s %10s %10s\n' "  Lua heap after it, value (MB)" "$n" \
+            "$(cli info memory | tr -d '\r' | awk -F: '$1 == "used_memory_vm_functions" { printf "%.2f", $2 / 1048576 }')" \
+            "$(cli strlen one:call | awk '{ printf "%.2f", $1 / 1048576 }')"
+        cli del "tpl:$n" "full:$n" one:call >/dev/null
+    done
+    echo "(targets at 1,000,000 entries: swl.lua's trim, growth and COST rows at most 25 ms; the Lua heap under twice the value)"
+    steady_large_logs
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+}
+
+# Steady traffic on 64 compact logs of 100,000 entries: 20,000 one-window
+# checks on random logs, now_ms one millisecond later each call, by the
+# module on one set of logs and by the library on a copy; the worst call
+# of each (INFO latencystats, its 100th percentile).
+steady_large_logs() {
+    local n=100000 base=1700000000000 i
+    compact_templates "$n" "$base"
+    for i in $(seq 0 63); do
+        cli copy "tpl:$n" "steady:m:$i" >/dev/null
+        cli copy "tpl:$n" "steady:l:$i" >/dev/null
+    done
+    cli config set latency-tracking-info-percentiles "50 99 100" >/dev/null
+    cli config resetstat >/dev/null
+    local calls
+    calls() {
+        awk -v b="$((base + n))" -v cmd="$1" 'BEGIN { srand(7); for (i = 1; i <= 20000; i++) printf "%s:%d 60000 1000000000000000 %.0f\r\n", cmd, int(rand() * 64), b + i }'
+    }
+    calls "SWL.CHECK steady:m" | pipe_commands
+    calls "FCALL swl_check 1 steady:l" | pipe_commands
+    local worst
+    worst() {
+        cli info latencystats | tr -d '\r' | awk -F'[:=,]' -v c="latency_percentiles_usec_$1" \
+            '$1 == c { printf "%.2f %.3f", $7 / 1000, $3 / 1000 }'
+    }
+    read -r module_worst module_p50 <<<"$(worst swl.check)"
+    read -r library_worst library_p50 <<<"$(worst fcall)"
+    printf '%-36s %10s %10s %10s %10s\n' "steady traffic, 64 logs: worst call" "$n" "$module_worst" "$library_worst" "$(ratio "$library_worst" "$module_worst")"
+    printf '%-36s %10s %10s %10s %10s\n' "  the median call" "$n" "$module_p50" "$library_p50" "$(ratio "$library_p50" "$module_p50")"
+    echo "(target: no swl.lua call in the steady row over 10 ms)"
+    cli config set latency-tracking-info-percentiles "50 99 99.9" >/dev/null
+}
+
 # The function library, creating new logs in the given encoding (its
 # ENCODING line, as the README shows).
 load_library() {
@@ -474,6 +582,12 @@ start_server
 sha=$(cli script load "$LUA")
 load_library zset
 printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
+# BENCH_ONLY=rewrites runs only the large compact logs' rows.
+if [ "${BENCH_ONLY:-}" = rewrites ]; then
+    echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
+    compact_rewrites
+    exit 0
+fi
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
 echo
@@ -517,6 +631,9 @@ echo "(target: vs swl.lua >= 3)"
 echo
 echo "The most expensive single calls (server microseconds per call; target < 10,000)"
 worst_cases
+echo
+echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
+compact_rewrites
 echo
 echo "The function library against the usual script, one window (server microseconds per call, INFO commandstats; median of $LIBRARY_ROUNDS rounds)"
 library_cost

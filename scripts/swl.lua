@@ -728,6 +728,7 @@ local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
 -- Whether every byte of `whole` past its first `at` is zero; false where
 -- more than READ_WHOLE_AT_MOST bytes follow (the callers then search).
 local function zero_past(whole, at)
+  if #whole - at > READ_WHOLE_AT_MOST then return false end
   zeros = zeros or string.rep('\0', READ_WHOLE_AT_MOST)
   return string.sub(whole, at + 1) == string.sub(zeros, 1, #whole - at)
 end
@@ -891,12 +892,13 @@ function Compact:rewrite(first, count, stored, spare)
   local width, head, stop = c_width, c_head, c_stop
   local n = stop - head + count
   local slots = slots_for(n, spare, width)
-  local live = ''
-  if stop > head then live = self:read(HEADER_LEN + head * width, (stop - head) * width) end
-  local split = (first - head) * width
-  local value = header_of(c_base, width) .. string.sub(live, 1, split)
-    .. string.rep(pack_slot(stored, width), count) .. string.sub(live, split + 1)
-    .. string.rep('\0', (slots - n) * width)
+  -- The slots before and after the new ones, each read as it lies (a
+  -- large value is not read whole: every copy of it costs).
+  local older, newer = '', ''
+  if first > head then older = self:read(HEADER_LEN + head * width, (first - head) * width) end
+  if stop > first then newer = self:read(HEADER_LEN + first * width, (stop - first) * width) end
+  local value = header_of(c_base, width) .. older .. string.rep(pack_slot(stored, width), count)
+    .. newer .. string.rep('\0', (slots - n) * width)
   self:store(value, width, c_base, slots, n)
   self:reparse()
 end

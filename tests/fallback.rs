@@ -7,8 +7,8 @@ mod support;
 
 use redis::{Connection, RedisResult, Value};
 use support::{
-    contents, error_text, expire_time, for_each_encoding, load_library, scores, server_ms,
-    snapshot, swl_command, Config, Contents, Encoding, Rng, Server, NEVER_MS,
+    check_result, contents, error_text, expire_time, for_each_encoding, load_library, scores,
+    server_ms, snapshot, swl_command, Config, Contents, Encoding, Rng, Server, NEVER_MS,
 };
 
 /// The calls that take a request's arguments.
@@ -1186,6 +1186,78 @@ fn the_librarys_expiry_is_the_modules_after_a_long_call() {
             assert_eq!(expire_time(&mut con, key.as_bytes()), -2, "module {module}");
         }
     });
+}
+
+/// The rewrites of a log too large to read whole (growth, with the new
+/// entries at the end or among the others, dead slots reclaimed, a client
+/// behind, a time before the base) leave the module's bytes and reply
+/// from the library, from a log both start with alike.
+#[test]
+fn large_compact_logs_are_rewritten_alike_by_both() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let t: u64 = 1_800_000_000_000;
+    let big = "1000000000000";
+    // 20,000 entries, 100 a millisecond, made by the module.
+    for ms in 0..200 {
+        let args = [big, big, &(t + ms).to_string(), "COST", "100"];
+        check_result(&mut con, "src", &args).unwrap();
+    }
+    let capacity = |con: &mut Connection, key: &str| -> usize {
+        let len: usize = redis::cmd("STRLEN").arg(key).query(con).unwrap();
+        (len - 24) / 4
+    };
+    let free = capacity(&mut con, "src") - 20_000;
+    let steps: Vec<(String, Vec<String>)> = vec![
+        (
+            "fill the spare room".into(),
+            to_strings(&[big, big, &(t + 199).to_string(), "COST", &free.to_string()]),
+        ),
+        (
+            "grow, at the end".into(),
+            to_strings(&[big, big, &(t + 200).to_string()]),
+        ),
+        (
+            "fill again".into(),
+            to_strings(&[big, big, &(t + 200).to_string(), "COST", "2500"]),
+        ),
+        (
+            "grow, among the others".into(),
+            to_strings(&[big, big, &(t + 100).to_string(), "COST", "3000"]),
+        ),
+        (
+            "a client 10 s behind".into(),
+            to_strings(&[big, big, &(t - 10_000).to_string()]),
+        ),
+        (
+            "trim past half".into(),
+            to_strings(&["60", big, &(t + 200).to_string()]),
+        ),
+        (
+            "before the base".into(),
+            to_strings(&[big, big, &(t - 200_000).to_string()]),
+        ),
+        (
+            "COST 100000 past the room".into(),
+            to_strings(&[big, big, &(t + 300).to_string(), "COST", "100000"]),
+        ),
+    ];
+    let _: () = redis::cmd("COPY")
+        .arg("src")
+        .arg("lib")
+        .query(&mut con)
+        .unwrap();
+    for (what, args) in steps {
+        let module = call(&mut con, true, Op::Check, "src", &args);
+        let library = call(&mut con, false, Op::Check, "lib", &args);
+        assert_eq!(library, module, "{what}");
+        assert_eq!(module.map(|r| r[0]), Ok(1), "{what}");
+        let [a, b]: [Vec<u8>; 2] =
+            ["src", "lib"].map(|key| redis::cmd("GET").arg(key).query(&mut con).unwrap());
+        assert!(a == b, "{what}: the library's bytes differ");
+    }
+    assert!(capacity(&mut con, "src") > 120_000);
 }
 
 /// INFO memory's `used_memory_vm_functions`: the functions' Lua heap,
