@@ -37,8 +37,24 @@ export declare class Verdict {
   static fromReply(reply: readonly unknown[]): Verdict;
 }
 
+/** A command that got no reply within timeoutMs (a check or refund rejects with an UncertainOutcomeError instead, this its cause). */
 export declare class TimeoutError extends Error {
   constructor(ms: number);
+}
+
+/**
+ * A check or refund was sent and no reply came: it timed out (timeoutMs, or
+ * the client's own socket timeout), or the connection was lost while
+ * waiting. The server may or may not have carried it out, so the request
+ * may or may not have been recorded (or given back). The client never sends
+ * it again by itself.
+ */
+export declare class UncertainOutcomeError extends Error {
+  readonly name: 'UncertainOutcomeError';
+  readonly code: 'ERR_SWL_UNCERTAIN_OUTCOME';
+  /** The error the command failed with. */
+  readonly cause: unknown;
+  constructor(name: string, key: string | Buffer, cause: unknown);
 }
 
 /** rate-limit-redis's sendCommand: (...args) => the reply. */
@@ -56,7 +72,11 @@ export type Sender =
 export interface CommonOptions {
   /** How logs the function library creates are stored; the module's own setting decides where it is loaded. */
   encoding?: Encoding;
-  /** After this long a command rejects with a TimeoutError (each command of a call: loading the library takes three); by default the client's own timeouts apply. */
+  /**
+   * After this long a command rejects (each command of a call: loading the library takes three): a check or refund with an
+   * UncertainOutcomeError, as it is still out and may yet be carried out, anything else with a TimeoutError. node-redis drops a
+   * command it has not written by then. By default the client's own timeouts apply.
+   */
   timeoutMs?: number;
 }
 

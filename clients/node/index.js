@@ -4,7 +4,7 @@
 // when first used, so an app needs only the libraries it uses.
 'use strict';
 
-const { SWL, Verdict, TimeoutError } = require('./lib/client');
+const { SWL, Verdict, TimeoutError, UncertainOutcomeError } = require('./lib/client');
 const { SwlStore } = require('./lib/express-rate-limit');
 const { LocalLimiter } = require('./lib/local');
 const { librarySource, ENCODINGS } = require('./lib/library');
@@ -31,6 +31,7 @@ module.exports = {
   SWL,
   Verdict,
   TimeoutError,
+  UncertainOutcomeError,
   SwlStore,
   LocalLimiter,
   rateLimit,

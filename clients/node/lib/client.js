@@ -98,6 +98,40 @@ class TimeoutError extends Error {
   }
 }
 
+// A check or refund was sent and no reply came: it timed out, or the
+// connection was lost while waiting. The server may or may not have carried
+// it out, so the request may or may not have been recorded (or given back).
+// `cause` is the error the command failed with.
+class UncertainOutcomeError extends Error {
+  constructor(name, key, cause) {
+    super(`redis-swl: ${name} on ${String(key)} got no reply (${messageOf(cause)}): it may or may not have been carried out`, { cause });
+    this.name = 'UncertainOutcomeError';
+    this.code = 'ERR_SWL_UNCERTAIN_OUTCOME';
+  }
+}
+
+// The names of an error's classes, its own first.
+function classesOf(error) {
+  const names = [];
+  for (let proto = Object.getPrototypeOf(Object(error)); proto && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+    names.push(proto.constructor && proto.constructor.name);
+  }
+  return names;
+}
+
+// Whether a command that failed with `error` can have been carried out: it
+// can unless the server answered with an error, or the client refused it
+// before writing it (node-redis closed or offline, or its own timeout for a
+// command still queued; ioredis offline with its queue turned off).
+function mayHaveRun(error) {
+  if (error instanceof TimeoutError) return true;
+  const classes = classesOf(error);
+  if (classes.some((name) => ['ErrorReply', 'ReplyError', 'ClientClosedError', 'ClientOfflineError', 'TimeoutError'].includes(name))) {
+    return false;
+  }
+  return !/enableOfflineQueue options is false/.test(messageOf(error));
+}
+
 function withTimeout(promise, ms) {
   if (ms === undefined || ms === null) return promise;
   let timer;
@@ -107,13 +141,16 @@ function withTimeout(promise, ms) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-// A function (key, command, readOnly) => Promise of the reply, from exactly
-// one of: sendCommand (rate-limit-redis's: (...args) => reply),
+// A function (key, command, readOnly, once) => Promise of the reply, from
+// exactly one of: sendCommand (rate-limit-redis's: (...args) => reply),
 // sendCommandCluster (its cluster form: ({ key, isReadOnly, command }) =>
 // reply), or client (a node-redis client or cluster, or an ioredis client).
 // The key routes a cluster's commands, FUNCTION LOAD included: the library
-// is loaded on the node that answered that it lacked it.
-function senderOf({ sendCommand, sendCommandCluster, client }) {
+// is loaded on the node that answered that it lacked it. `once` marks a
+// check or refund, which the client must not send twice. node-redis never
+// sends a written command again; given timeoutMs, it drops one still queued
+// (while it reconnects) at that time rather than writing it later.
+function senderOf({ sendCommand, sendCommandCluster, client, timeoutMs }) {
   const given = [sendCommand, sendCommandCluster, client].filter((x) => x !== undefined);
   if (given.length !== 1) {
     throw new TypeError('redis-swl: give exactly one of sendCommand, sendCommandCluster or client');
@@ -126,12 +163,33 @@ function senderOf({ sendCommand, sendCommandCluster, client }) {
     if (typeof sendCommandCluster !== 'function') throw new TypeError('sendCommandCluster must be a function');
     return (key, command, isReadOnly) => sendCommandCluster({ key, isReadOnly, command });
   }
-  if (client && typeof client.call === 'function') return (key, command) => client.call(...command); // ioredis
+  if (client && typeof client.call === 'function') return ioredisSender(client);
+  const options = timeoutMs === undefined || timeoutMs === null ? undefined : { timeout: timeoutMs };
   if (client && typeof client.sendCommand === 'function' && 'masters' in client) {
-    return (key, command, isReadOnly) => client.sendCommand(key, isReadOnly, command); // node-redis cluster
+    return (key, command, isReadOnly) => client.sendCommand(key, isReadOnly, command, options); // node-redis cluster
   }
-  if (client && typeof client.sendCommand === 'function') return (key, command) => client.sendCommand(command);
+  if (client && typeof client.sendCommand === 'function') return (key, command) => client.sendCommand(command, options);
   throw new TypeError('redis-swl: client must be a node-redis client or cluster, or an ioredis client');
+}
+
+// ioredis sends again, once it has reconnected, every command that was
+// awaiting its reply when a connection closed (autoResendUnfulfilledCommands,
+// on by default). The only ones it drops, rejecting them with an AbortError,
+// are those of a pipeline cut short: its close handler tells them by their
+// pipelineIndex. A check or refund is marked as one, so that ioredis rejects
+// it instead of sending it twice; nothing else in ioredis reads the mark.
+function ioredisSender(client) {
+  // ioredis is there: the client is one of its. (Its instances do not lead
+  // to the class: their constructor is EventEmitter's, mixed in.)
+  const { Command } = require('ioredis'); // eslint-disable-line global-require
+  return (key, command, isReadOnly, once) => {
+    if (!once) return client.call(...command);
+    const [name, ...args] = command;
+    // As client.call makes it.
+    const sent = new Command(name, args, { keyPrefix: client.options && client.options.keyPrefix, replyEncoding: 'utf8' });
+    sent.pipelineIndex = -1;
+    return client.sendCommand(sent);
+  };
 }
 
 class SWL {
@@ -139,12 +197,14 @@ class SWL {
   // senderOf); encoding of logs the library creates ('zset' or
   // 'compact'; the module's own setting decides where it is loaded);
   // timeoutMs, after which a command rejects with a TimeoutError (none by
-  // default: the client's own timeouts apply).
+  // default: the client's own timeouts apply), or for a check or refund
+  // with an UncertainOutcomeError: the command is not taken back, and may
+  // still be carried out.
   constructor(options = {}) {
     const send = senderOf(options);
     // Each command has timeoutMs of its own: a call that loads the library
     // sends three.
-    this.send = (key, command, readOnly) => withTimeout(send(key, command, readOnly), options.timeoutMs);
+    this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
     this.encoding = options.encoding === undefined ? 'zset' : options.encoding;
     checkEncoding(this.encoding);
     // True once the server answered that it has no module.
@@ -210,9 +270,19 @@ class SWL {
   }
 
   async call({ command, fn, readOnly }, key, args) {
+    // A check or refund is sent once; one that may have been carried out
+    // without a reply rejects with an UncertainOutcomeError.
+    const send = async (sent, routeReadOnly) => {
+      try {
+        return await this.send(key, sent, routeReadOnly, !readOnly);
+      } catch (error) {
+        if (readOnly || !mayHaveRun(error)) throw error;
+        throw new UncertainOutcomeError(sent[0] === 'FCALL' ? sent[1] : sent[0], key, error);
+      }
+    };
     if (!this.usesLibrary) {
       try {
-        return await this.send(key, [command, key, ...args], readOnly);
+        return await send([command, key, ...args], readOnly);
       } catch (error) {
         if (!isUnknownCommand(error)) throw explained(error, args, false);
         this.usesLibrary = true;
@@ -220,17 +290,19 @@ class SWL {
     }
     const fcall = ['FCALL', fn, '1', key, ...args];
     try {
-      return await this.send(key, fcall, false);
+      return await send(fcall, false);
     } catch (error) {
       if (!isMissingFunction(error)) throw explained(error, args, true);
     }
     await this.loadLibrary({ key });
     try {
-      return await this.send(key, fcall, false);
+      return await send(fcall, false);
     } catch (error) {
       throw explained(error, args, true);
     }
   }
 }
 
-module.exports = { SWL, Verdict, TimeoutError, MAX_LIMIT, requestArgs, senderOf, withTimeout };
+module.exports = {
+  SWL, Verdict, TimeoutError, UncertainOutcomeError, MAX_LIMIT, requestArgs, senderOf, withTimeout,
+};

@@ -4,6 +4,7 @@
 // test that started it.
 'use strict';
 
+const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
@@ -15,6 +16,8 @@ const { createClient } = require('redis');
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const MODULE = process.env.SWL_MODULE || path.join(ROOT, 'target', 'release', 'libredis_swl.so');
 const ENCODINGS = ['zset', 'compact'];
+// What a server needs for DEBUG SLEEP (Redis 7 refuses DEBUG by default).
+const DEBUG = ['--enable-debug-command', 'yes'];
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -181,6 +184,51 @@ class Cluster {
   }
 }
 
+// The server stalled for `seconds` by DEBUG SLEEP, sent on a connection of
+// its own before anything the test sends next: it then reads nothing and
+// answers nothing, as a server busy with a long command or paused by its
+// host. wait() resolves once it has woken and handled what arrived
+// meanwhile.
+class Stall {
+  static async start(port, seconds = 0.6) {
+    const stall = new Stall();
+    stall.socket = net.connect(port, '127.0.0.1');
+    stall.buffered = '';
+    stall.waiting = null;
+    stall.socket.setEncoding('latin1');
+    stall.socket.on('data', (data) => {
+      stall.buffered += data;
+      if (stall.waiting) stall.waiting();
+    });
+    // Once it has answered, the server reads this connection as it reads
+    // the others: a command sent on it now is read before one sent next on
+    // another (a connection not yet accepted would be read later).
+    stall.socket.write('PING\r\n');
+    assert.equal(await stall.line(), '+PONG');
+    await new Promise((resolve) => { stall.socket.write(`DEBUG SLEEP ${seconds}\r\n`, resolve); });
+    return stall;
+  }
+
+  async line() {
+    while (!this.buffered.includes('\r\n')) {
+      await new Promise((resolve) => { this.waiting = resolve; });
+    }
+    const end = this.buffered.indexOf('\r\n');
+    const line = this.buffered.slice(0, end);
+    this.buffered = this.buffered.slice(end + 2);
+    return line;
+  }
+
+  async wait() {
+    assert.equal(await this.line(), '+OK');
+    // Commands that came from other connections during the sleep were read
+    // before this PING, which came after them.
+    this.socket.write('PING\r\n');
+    assert.equal(await this.line(), '+PONG');
+    this.socket.destroy();
+  }
+}
+
 // What a key holds: 'zset', 'compact' (a compact log), or its TYPE.
 async function logKind(client, key) {
   const kind = await client.sendCommand(['TYPE', key]);
@@ -191,4 +239,6 @@ async function logKind(client, key) {
   return kind;
 }
 
-module.exports = { ROOT, MODULE, ENCODINGS, RedisServer, Cluster, freePort, logKind };
+module.exports = {
+  ROOT, MODULE, ENCODINGS, DEBUG, RedisServer, Cluster, Stall, freePort, logKind,
+};

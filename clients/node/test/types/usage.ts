@@ -3,7 +3,9 @@
 import { createClient } from 'redis';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { SWL, SwlStore, RateLimiterSwl, LocalLimiter, Verdict, rateLimit, librarySource } from 'redis-swl';
+import {
+  SWL, SwlStore, RateLimiterSwl, LocalLimiter, Verdict, UncertainOutcomeError, rateLimit, librarySource,
+} from 'redis-swl';
 
 async function main(): Promise<void> {
   const client = createClient();
@@ -13,6 +15,14 @@ async function main(): Promise<void> {
   const peeked = await swl.peek('k', 60000, 10, { oldest: true });
   const oldest: number | undefined = peeked.oldestAfterMs;
   await swl.refund('k', 60000, 10);
+  try {
+    await swl.check('k', 60000, 10);
+  } catch (error) {
+    if (error instanceof UncertainOutcomeError) {
+      const code: 'ERR_SWL_UNCERTAIN_OUTCOME' = error.code;
+      console.log(code, error.cause);
+    }
+  }
   const { units, resetAfterMs } = await swl.usage('k', 60000);
   await swl.loadLibrary({ replace: true });
 
