@@ -2,6 +2,7 @@
 //! any redis-rs async connection, through the module where the server has
 //! it and through the function library (FCALL) where it does not.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -275,24 +276,122 @@ impl Options {
     }
 }
 
+/// Why a call of [`Swl`] failed. It converts into the
+/// [`redis::RedisError`] it holds, so `?` works in a function that returns
+/// a [`redis::RedisResult`].
+///
+/// ```
+/// use redis_swl_client::Error;
+///
+/// fn give_up_or_not(error: &Error) -> &'static str {
+///     match error {
+///         // Neither a denial nor an admission: the request may be in the log.
+///         Error::UncertainOutcome(_) => "may have been recorded",
+///         _ => "not recorded",
+///     }
+/// }
+/// let refused = Error::from(redis::RedisError::from((redis::ErrorKind::ResponseError, "ERR", "cost".to_string())));
+/// assert_eq!(give_up_or_not(&refused), "not recorded");
+/// assert!(!refused.is_uncertain_outcome());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A check or refund was sent and no reply came: it timed out, or the
+    /// connection was lost while waiting. The server may or may not have
+    /// carried it out, so the request may or may not have been recorded (or
+    /// given back). Never given for a peek, which changes nothing.
+    UncertainOutcome(redis::RedisError),
+    /// Any other failure: an error reply (which changed nothing), a
+    /// connection that failed before the command went out, a reply that is
+    /// not redis-swl's, or a peek that failed.
+    Redis(redis::RedisError),
+}
+
+impl Error {
+    /// Whether this is [`Error::UncertainOutcome`].
+    pub fn is_uncertain_outcome(&self) -> bool {
+        matches!(self, Error::UncertainOutcome(_))
+    }
+
+    /// The error redis-rs gave.
+    ///
+    /// ```
+    /// let error = redis_swl_client::Error::from(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+    /// assert!(error.redis_error().is_timeout());
+    /// ```
+    pub fn redis_error(&self) -> &redis::RedisError {
+        match self {
+            Error::UncertainOutcome(error) | Error::Redis(error) => error,
+        }
+    }
+
+    /// The error of a command that failed: an uncertain outcome where it
+    /// changes the log and may have been carried out.
+    fn of(names: Names, error: redis::RedisError) -> Error {
+        if names.changes && (error.is_timeout() || error.is_connection_dropped()) {
+            Error::UncertainOutcome(error)
+        } else {
+            Error::Redis(error)
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UncertainOutcome(error) => write!(
+                f,
+                "no reply, the command may or may not have been carried out: {error}"
+            ),
+            Error::Redis(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.redis_error())
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(error: redis::RedisError) -> Error {
+        Error::Redis(error)
+    }
+}
+
+impl From<Error> for redis::RedisError {
+    fn from(error: Error) -> redis::RedisError {
+        match error {
+            Error::UncertainOutcome(error) | Error::Redis(error) => error,
+        }
+    }
+}
+
 /// A command of the module and the function that answers it in the library.
 #[derive(Clone, Copy)]
 struct Names {
     command: &'static str,
     function: &'static str,
+    /// It changes the log: a second one records (or gives back) twice.
+    changes: bool,
 }
 
 const CHECK: Names = Names {
     command: "SWL.CHECK",
     function: "swl_check",
+    changes: true,
 };
 const PEEK: Names = Names {
     command: "SWL.PEEK",
     function: "swl_peek",
+    changes: false,
 };
 const REFUND: Names = Names {
     command: "SWL.REFUND",
     function: "swl_refund",
+    changes: true,
 };
 
 fn message_has(error: &redis::RedisError, text: &str) -> bool {
@@ -306,6 +405,16 @@ fn message_has(error: &redis::RedisError, text: &str) -> bool {
 /// command: SWL.* where the module is loaded, otherwise FCALL; where FCALL
 /// finds no library, the client loads the one it carries (on a cluster, on
 /// every primary) and calls again.
+///
+/// A check or refund is never sent twice by this client, and neither
+/// `ConnectionManager` nor `MultiplexedConnection` sends one again: one
+/// that got no reply (a response timeout, a connection lost while waiting)
+/// fails with [`Error::UncertainOutcome`], as it may or may not have been
+/// recorded. redis-rs's cluster connection does send a command again when
+/// its connection to the node drops (or a node's own timeout comes before
+/// the request's), up to its `retries` (16 by default): build it with
+/// `ClusterClientBuilder::retries(0)` for checks. A MOVED or ASK is then
+/// given as an error, which records nothing: such a check may be sent again.
 ///
 /// ```no_run
 /// use redis_swl_client::{Options, Swl};
@@ -390,7 +499,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         window_ms: u64,
         limit: u64,
         options: &Options,
-    ) -> RedisResult<Verdict> {
+    ) -> Result<Verdict, Error> {
         self.run(CHECK, key, options.args(window_ms, limit)).await
     }
 
@@ -410,7 +519,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         window_ms: u64,
         limit: u64,
         options: &Options,
-    ) -> RedisResult<Verdict> {
+    ) -> Result<Verdict, Error> {
         self.run(PEEK, key, options.args(window_ms, limit)).await
     }
 
@@ -431,7 +540,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         window_ms: u64,
         limit: u64,
         options: &Options,
-    ) -> RedisResult<Verdict> {
+    ) -> Result<Verdict, Error> {
         self.run(REFUND, key, options.args(window_ms, limit)).await
     }
 
@@ -458,19 +567,24 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         }
     }
 
-    async fn run(&self, names: Names, key: &str, args: Vec<String>) -> RedisResult<Verdict> {
+    async fn run(&self, names: Names, key: &str, args: Vec<String>) -> Result<Verdict, Error> {
         let reply = self.call(names, key, &args).await?;
         Verdict::from_reply(&reply).ok_or_else(|| {
-            redis::RedisError::from((
+            Error::Redis(redis::RedisError::from((
                 redis::ErrorKind::TypeError,
                 "not a redis-swl reply",
                 format!("{reply:?}"),
-            ))
+            )))
         })
     }
 
-    async fn call(&self, names: Names, key: &str, args: &[String]) -> RedisResult<Vec<i64>> {
+    /// Each command is sent once by this client. redis-rs's
+    /// `ConnectionManager` and `MultiplexedConnection` never send one again
+    /// (a manager reconnects, and gives the error); its cluster connection
+    /// may, unless it was built with `retries(0)` (see [`Swl`]).
+    async fn call(&self, names: Names, key: &str, args: &[String]) -> Result<Vec<i64>, Error> {
         let mut connection = self.connection.clone();
+        let sent = |result: RedisResult<Vec<i64>>| result.map_err(|error| Error::of(names, error));
         if !self.uses_library() {
             let mut command = redis::cmd(names.command);
             command.arg(key).arg(args);
@@ -478,13 +592,13 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
                 Err(error) if message_has(&error, "unknown command") => {
                     self.uses_library.store(true, Ordering::Relaxed);
                 }
-                result => return result,
+                result => return sent(result),
             }
         }
         let fcall = fcall(names, key, args);
         match fcall.query_async(&mut connection).await {
             Err(error) if message_has(&error, "function not found") => {}
-            result => return result,
+            result => return sent(result),
         }
         self.load_library(false).await?;
         match fcall.query_async(&mut connection).await {
@@ -492,9 +606,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
             // replaced by this one, which has every function it had.
             Err(error) if message_has(&error, "function not found") => {
                 self.load_library(true).await?;
-                fcall.query_async(&mut connection).await
+                sent(fcall.query_async(&mut connection).await)
             }
-            result => result,
+            result => sent(result),
         }
     }
 }

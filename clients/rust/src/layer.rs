@@ -21,7 +21,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::{Encoding, LocalLimiter, Options, Swl, Verdict};
+use crate::{Encoding, Error, LocalLimiter, Options, Swl, Verdict};
 
 /// What answers when Redis cannot.
 ///
@@ -460,6 +460,9 @@ impl RateLimiter {
                 swl.check(key, window_ms, limit, options).await
             }
         };
+        // A call that timed out may still be carried out by Redis (its
+        // command is out): under the local policy such a request can be
+        // recorded in Redis as well as in this process.
         // Each command has the timeout (the connection manager's), and a
         // call sends at most four: a command the server lacks, the FCALL
         // that finds no library, FUNCTION LOAD and the FCALL again.
@@ -479,7 +482,7 @@ impl RateLimiter {
         // reply about the server's state (READONLY after a failover,
         // LOADING, ...) the next attempt connects afresh, wherever the
         // address now leads.
-        let keep = failure.as_ref().is_some_and(|e| {
+        let keep = failure.as_ref().map(Error::redis_error).is_some_and(|e| {
             e.kind() != redis::ErrorKind::IoError
                 && !e.is_timeout()
                 && !e.is_connection_dropped()

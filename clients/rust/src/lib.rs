@@ -33,7 +33,7 @@ mod client;
 mod layer;
 mod local;
 
-pub use client::{library_source, Encoding, Options, Swl, Verdict};
+pub use client::{library_source, Encoding, Error, Options, Swl, Verdict};
 #[cfg(feature = "axum")]
 pub use layer::{
     client_address, forwarded_for, rate_limit_headers, Config, ConfigError, FailedFn,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{entries, log_kind, Server, ENCODINGS};
-use redis_swl_client::{library_source, Encoding, Options, Swl, Verdict};
+use redis_swl_client::{library_source, Encoding, Error, Options, Swl, Verdict};
 
 const T: u64 = 1_700_000_000_000;
 
@@ -136,7 +136,10 @@ async fn errors_name_the_argument_and_change_nothing() {
             ),
             (Options::new().now_ms(T).oldest(), 60_000, "syntax error"),
         ] {
-            let error = swl.check("bad", window_ms, 3, &options).await.unwrap_err();
+            let Error::Redis(error) = swl.check("bad", window_ms, 3, &options).await.unwrap_err()
+            else {
+                panic!("an error reply is no uncertain outcome");
+            };
             assert_eq!(error.code(), Some("ERR"), "{error}");
             assert_eq!(error.detail(), Some(message), "{error}");
         }

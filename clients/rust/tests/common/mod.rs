@@ -5,7 +5,8 @@
 //! bench run their apps on.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 use redis_swl_client::Encoding;
 
 pub const ENCODINGS: [Encoding; 2] = [Encoding::Zset, Encoding::Compact];
+/// What a server needs for DEBUG SLEEP (Redis 7 refuses DEBUG by default).
+pub const DEBUG: [&str; 2] = ["--enable-debug-command", "yes"];
 
 pub fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -124,6 +127,51 @@ fn spawn(args: &[String]) -> Child {
         .expect("start redis-server")
 }
 
+/// The server stalled for `seconds` by DEBUG SLEEP, sent on a connection of
+/// its own before anything the test sends next: it then reads nothing and
+/// answers nothing, as a server busy with a long command or paused by its
+/// host. [`Stall::wait`] returns once it has woken and handled what arrived
+/// meanwhile.
+pub struct Stall {
+    stream: TcpStream,
+    replies: BufReader<TcpStream>,
+}
+
+impl Stall {
+    pub fn start(port: u16, seconds: f64) -> Stall {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to stall");
+        let replies = BufReader::new(stream.try_clone().expect("clone the stream"));
+        let mut stall = Stall { stream, replies };
+        // Once it has answered, the server reads this connection as it reads
+        // the others: a command sent on it now is read before one sent next
+        // on another (a connection not yet accepted would be read later).
+        stall.send("PING\r\n");
+        assert_eq!(stall.line(), "+PONG\r\n");
+        stall.send(&format!("DEBUG SLEEP {seconds}\r\n"));
+        stall
+    }
+
+    fn send(&mut self, command: &str) {
+        self.stream
+            .write_all(command.as_bytes())
+            .expect("write to the server");
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.replies.read_line(&mut line).expect("read a reply");
+        line
+    }
+
+    pub fn wait(mut self) {
+        assert_eq!(self.line(), "+OK\r\n");
+        // Commands that came from other connections during the sleep were
+        // read before this PING, which came after them.
+        self.send("PING\r\n");
+        assert_eq!(self.line(), "+PONG\r\n");
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -139,6 +187,11 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(module: bool, encoding: Encoding) -> Cluster {
+        Cluster::with_args(module, encoding, &[])
+    }
+
+    /// Each node with `extra` arguments too.
+    pub fn with_args(module: bool, encoding: Encoding, extra: &[&str]) -> Cluster {
         let nodes: Vec<Server> = (0..3)
             .map(|_| {
                 let args = [
@@ -151,6 +204,7 @@ impl Cluster {
                 .iter()
                 .map(|s| s.to_string())
                 .chain([free_port().to_string()])
+                .chain(extra.iter().map(|s| s.to_string()))
                 .collect::<Vec<_>>();
                 Server::with_args(module, encoding, &args)
             })
@@ -186,6 +240,20 @@ impl Cluster {
 
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(Server::url).collect()
+    }
+
+    /// The node that serves `key`'s slot: the one that answers for it
+    /// rather than redirecting (MOVED).
+    pub fn serving(&self, key: &str) -> &Server {
+        self.nodes
+            .iter()
+            .find(|node| {
+                redis::cmd("EXISTS")
+                    .arg(key)
+                    .query::<i64>(&mut node.connect())
+                    .is_ok()
+            })
+            .expect("a node serves the key's slot")
     }
 
     /// The node that holds `key`.
