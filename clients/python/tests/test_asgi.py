@@ -111,6 +111,13 @@ def test_settings_the_commands_would_refuse_are_refused_at_once():
         RateLimiter(url, windows=[(0, 1)])
     with pytest.raises(ValueError, match=r"routes\['/a'\]"):
         RateLimiter(url, windows=[(1000, 1)], routes={"/a": [(1000, 1.5)]})
+    # At most 100 windows, as one call takes.
+    windows = [(1000 + n, 5) for n in range(101)]
+    assert RateLimiter(url, windows=windows[:100]).windows == windows[:100]
+    with pytest.raises(ValueError, match=r"^windows: at most 100 \(window_ms, limit\) pairs, not 101$"):
+        RateLimiter(url, windows=windows)
+    with pytest.raises(ValueError, match=r"^routes\['/a'\]: at most 100 \(window_ms, limit\) pairs, not 101$"):
+        RateLimiter(url, windows=[(1000, 1)], routes={"/a": windows})
 
 
 def test_a_key_redis_refuses_is_the_policys_and_the_others_stay_on_redis(start_server):

@@ -24,6 +24,10 @@ REFUND = ("SWL.REFUND", "swl_refund")
 #: The calls that change the log: sent once, never again after a timeout.
 CHANGES = (CHECK, REFUND)
 
+#: The most windows one call takes (the first and its WINDOW clauses), as
+#: the module and the library take them.
+MAX_WINDOWS = 100
+
 ENCODINGS = ("zset", "compact")
 _ENCODING_LINE = "\nlocal ENCODING = 'zset'\n"
 

@@ -32,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ReadOnlyError
 from redis.retry import Retry
 
-from ._protocol import Verdict, Window
+from ._protocol import MAX_WINDOWS, Verdict, Window
 from .aio import AsyncSWL
 from .local import LocalLimiter
 
@@ -62,7 +62,8 @@ class RateLimiter:
 
     :param redis: a ``redis.asyncio`` client, or a URL to make one from
         (with ``timeout`` for connecting and reading, and no retries).
-    :param windows: ``(window_ms, limit)`` pairs every request is held to.
+    :param windows: ``(window_ms, limit)`` pairs every request is held to
+        (at most 100, as one call takes).
     :param routes: per-route limits: a path prefix to the windows of the
         requests under it (the longest prefix wins; an empty list exempts
         them). Each route keeps logs of its own.
@@ -266,7 +267,10 @@ def _about_the_server(error: Exception) -> bool:
 
 
 def _checked(windows: Sequence[Window], what: str) -> List[Window]:
-    """Windows as (window_ms, limit) of integers the commands accept."""
+    """Windows as (window_ms, limit) of integers the commands accept, at
+    most MAX_WINDOWS of them."""
+    if len(windows) > MAX_WINDOWS:
+        raise ValueError(f"{what}: at most {MAX_WINDOWS} (window_ms, limit) pairs, not {len(windows)}")
     checked = []
     for window in windows:
         window_ms, limit = window

@@ -12,7 +12,9 @@ import bisect
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence
 
-from ._protocol import Verdict, Window
+from ._protocol import MAX_WINDOWS, Verdict, Window
+
+__all__ = ["LocalLimiter", "MAX_WINDOWS"]
 
 
 class _Log:
@@ -64,7 +66,9 @@ class LocalLimiter:
         self._logs: "OrderedDict[str, _Log]" = OrderedDict()
 
     def check(self, key: str, windows: Sequence[Window], now_ms: int, cost: int = 1) -> Verdict:
-        """SWL.CHECK: trim, count, record if every window has room."""
+        """SWL.CHECK: trim, count, record if every window has room. More than
+        :data:`MAX_WINDOWS` windows raise ``ValueError``, as the module
+        refuses them."""
         log = self._trimmed(key, windows, now_ms)
         counts = self._counts(log, windows, now_ms)
         allowed = all(count + cost <= limit for count, (_, limit) in zip(counts, windows))
@@ -89,6 +93,9 @@ class LocalLimiter:
         return verdict
 
     def _trimmed(self, key: str, windows: Sequence[Window], now_ms: int) -> _Log:
+        if len(windows) > MAX_WINDOWS:
+            # As the module refuses the call, before anything changes.
+            raise ValueError(f"windows: at most {MAX_WINDOWS} per call, not {len(windows)}")
         widest = max(ms for ms, _ in windows)
         log = self._logs.pop(key, None) or _Log()
         log.drop_through(now_ms - widest)
