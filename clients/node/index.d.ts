@@ -169,9 +169,13 @@ export declare class RateLimiterSwl {
   block(key: string | number, secDuration: number): Promise<RateLimiterResult>;
 }
 
+/** The most windows one call takes (the first and its WINDOW clauses): 100. */
+export declare const MAX_WINDOWS: 100;
+
 /** A sliding-window log in process memory, replying as the module does. */
 export declare class LocalLimiter {
   constructor(maxClients?: number);
+  /** Throws a TypeError for more than MAX_WINDOWS windows, as the module refuses them. */
   check(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
   refund(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
 }
@@ -181,7 +185,7 @@ export type Policy = 'open' | 'closed' | 'local';
 export interface RateLimitOptions {
   /** Redis to connect to, for node-redis: redis://host:port/. */
   url: string;
-  /** [[windowMs, limit], ...]; a request must fit every one. */
+  /** [[windowMs, limit], ...], at most MAX_WINDOWS; a request must fit every one. */
   windows: readonly Window[];
   cost?: number;
   /** What answers while Redis cannot: 'open' (default), 'closed' or 'local'. */

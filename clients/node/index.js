@@ -6,7 +6,7 @@
 
 const { SWL, Verdict, TimeoutError, UncertainOutcomeError } = require('./lib/client');
 const { SwlStore } = require('./lib/express-rate-limit');
-const { LocalLimiter } = require('./lib/local');
+const { LocalLimiter, MAX_WINDOWS } = require('./lib/local');
 const { librarySource, ENCODINGS } = require('./lib/library');
 const { rateLimit, clientAddress, rateLimitHeaders } = require('./lib/middleware');
 
@@ -34,6 +34,7 @@ module.exports = {
   UncertainOutcomeError,
   SwlStore,
   LocalLimiter,
+  MAX_WINDOWS,
   rateLimit,
   clientAddress,
   rateLimitHeaders,

@@ -7,6 +7,10 @@
 
 const { Verdict } = require('./client');
 
+// The most windows one call takes (the first and its WINDOW clauses), as
+// the module and the library take them.
+const MAX_WINDOWS = 100;
+
 // Index of the first entry after `time` in an ascending log, from `low`.
 function firstAfter(log, time, low = 0) {
   let high = log.length;
@@ -83,7 +87,8 @@ class LocalLimiter {
   }
 
   // SWL.CHECK: trim, count, record if every window has room.
-  // windows: [[windowMs, limit], ...].
+  // windows: [[windowMs, limit], ...], at most MAX_WINDOWS (more throw, as
+  // the module refuses them).
   check(key, windows, nowMs, cost = 1) {
     const log = this.trimmed(key, windows, nowMs);
     let counts = LocalLimiter.counts(log, windows, nowMs);
@@ -111,6 +116,10 @@ class LocalLimiter {
   }
 
   trimmed(key, windows, nowMs) {
+    if (windows.length > MAX_WINDOWS) {
+      // As the module refuses the call, before anything changes.
+      throw new TypeError(`windows: at most ${MAX_WINDOWS} per call, not ${windows.length}`);
+    }
     const widest = Math.max(...windows.map(([ms]) => ms));
     const log = this.logs.get(key) || new Log();
     this.logs.delete(key);
@@ -160,4 +169,4 @@ class LocalLimiter {
   }
 }
 
-module.exports = { LocalLimiter };
+module.exports = { LocalLimiter, MAX_WINDOWS };

@@ -16,7 +16,7 @@
 'use strict';
 
 const { SWL, withTimeout } = require('./client');
-const { LocalLimiter } = require('./local');
+const { LocalLimiter, MAX_WINDOWS } = require('./local');
 
 const POLICIES = Object.freeze(['open', 'closed', 'local']);
 
@@ -47,6 +47,9 @@ function checkWindows(windows) {
       && Number.isSafeInteger(w[1]) && w[1] >= 0,
   );
   if (!valid) throw new TypeError('windows must be [[windowMs, limit], ...]: whole numbers, windowMs above 0');
+  if (windows.length > MAX_WINDOWS) {
+    throw new TypeError(`windows: at most ${MAX_WINDOWS} [windowMs, limit] pairs, not ${windows.length}`);
+  }
 }
 
 // Error replies about the server's state rather than the call: after a

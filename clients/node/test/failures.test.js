@@ -191,5 +191,9 @@ it('the middleware refuses a cost, a timeout or windows it cannot use', () => {
   }
   assert.throws(() => middleware({ url, windows: [[1000, 1]], timeoutMs: 0 }), /timeoutMs must be/);
   assert.throws(() => middleware({ url, windows: [] }), /windows must be/);
+  // At most 100 windows, as one call takes.
+  const windows = Array.from({ length: 101 }, (_, n) => [1000 + n, 5]);
+  middleware({ url, windows: windows.slice(0, 100) }).close();
+  assert.throws(() => middleware({ url, windows }), { name: 'TypeError', message: 'windows: at most 100 [windowMs, limit] pairs, not 101' });
   assert.throws(() => middleware({ url, windows: [[1000, 1]], policy: 'fail-open' }), /unknown policy "fail-open"/);
 });

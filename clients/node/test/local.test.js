@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { it } = require('node:test');
-const { LocalLimiter, Verdict } = require('..');
+const { LocalLimiter, MAX_WINDOWS, Verdict } = require('..');
 const { ROOT } = require('./servers');
 
 const VECTORS = JSON.parse(fs.readFileSync(path.join(ROOT, 'clients', 'vectors', 'local-limiter.json'), 'utf8'));
@@ -21,6 +21,20 @@ it('replies as the module did', () => {
       assert.deepEqual(verdict, Verdict.fromReply(call.reply), `case ${n}: ${JSON.stringify(call)}`);
     }
   });
+});
+
+it('takes as many windows as the module, and refuses one more', () => {
+  const most = VECTORS.windows_at_most;
+  assert.equal(MAX_WINDOWS, most);
+  const windows = Array.from({ length: most + 1 }, (_, n) => [1000 + n, 5]);
+  const limiter = new LocalLimiter();
+  assert.deepEqual(limiter.check('k', windows.slice(0, most), 1000), new Verdict(true, 5, 4, -1, 1000 + most - 1, 1000));
+  assert.deepEqual(limiter.refund('k', windows.slice(0, most), 1001), new Verdict(true, 5, 4, -1, 1000 + most - 1, 1000));
+  for (const op of ['check', 'refund']) {
+    assert.throws(() => limiter[op]('k', windows, 1002), { name: 'TypeError', message: `windows: at most ${most} per call, not ${most + 1}` });
+  }
+  // Refused before anything changed: the log still holds nothing.
+  assert.deepEqual(limiter.check('k', windows.slice(0, 1), 1003), new Verdict(true, 5, 4, -1, 1000, 1000));
 });
 
 it('forgets the least recently used client first', () => {

@@ -4,7 +4,7 @@ import { createClient } from 'redis';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import {
-  SWL, SwlStore, RateLimiterSwl, LocalLimiter, Verdict, UncertainOutcomeError, rateLimit, librarySource,
+  SWL, SwlStore, RateLimiterSwl, LocalLimiter, MAX_WINDOWS, Verdict, UncertainOutcomeError, rateLimit, librarySource,
 } from 'redis-swl';
 
 async function main(): Promise<void> {
@@ -41,10 +41,11 @@ async function main(): Promise<void> {
   const left: number = result.remainingPoints;
 
   const local: Verdict = new LocalLimiter(100).check('k', [[1000, 5]], Date.now());
+  const most: number = MAX_WINDOWS;
   const middleware = rateLimit({ url: 'redis://127.0.0.1:6379/', windows: [[60000, 100]], policy: 'local' });
   const failures: number = middleware.failures();
   const source: string = librarySource('zset');
-  console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, failures, source);
+  console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, most, failures, source);
 }
 
 void main;
