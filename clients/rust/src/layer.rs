@@ -21,7 +21,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::{Encoding, Error, LocalLimiter, Options, Swl, Verdict};
+use crate::{Encoding, Error, LocalLimiter, Options, Swl, Verdict, MAX_WINDOWS};
 
 /// What answers when Redis cannot.
 ///
@@ -206,7 +206,8 @@ pub type FailedFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 pub struct Config {
     /// The Redis server, for redis-rs: `redis://host:port/`.
     pub redis_url: String,
-    /// (window_ms, limit) pairs: every one must admit.
+    /// (window_ms, limit) pairs: every one must admit; at most
+    /// [`MAX_WINDOWS`](crate::MAX_WINDOWS), as one call takes.
     pub windows: Vec<(u64, u64)>,
     /// Units each request weighs.
     pub cost: u64,
@@ -278,6 +279,9 @@ const MAX_COST: u64 = 100_000;
 pub enum ConfigError {
     /// No windows, or a window or limit outside the module's range.
     Windows,
+    /// More windows than one call takes ([`MAX_WINDOWS`](crate::MAX_WINDOWS)):
+    /// how many were given.
+    TooManyWindows(usize),
     /// A cost outside 1 to 100000.
     Cost,
     /// A timeout of zero.
@@ -294,6 +298,10 @@ impl fmt::Display for ConfigError {
             ConfigError::Windows => write!(
                 f,
                 "windows: at least one (window_ms, limit), window_ms from 1 and limit from 0, both to {MAX_MS}"
+            ),
+            ConfigError::TooManyWindows(given) => write!(
+                f,
+                "windows: at most {MAX_WINDOWS} (window_ms, limit) pairs, not {given}"
             ),
             ConfigError::Cost => write!(f, "cost: from 1 to {MAX_COST}"),
             ConfigError::Timeout => write!(f, "timeout: above zero"),
@@ -357,6 +365,9 @@ impl RateLimiter {
         let window_ok = |&(ms, limit): &(u64, u64)| (1..=MAX_MS).contains(&ms) && limit <= MAX_MS;
         if config.windows.is_empty() || !config.windows.iter().all(window_ok) {
             return Err(ConfigError::Windows);
+        }
+        if config.windows.len() > MAX_WINDOWS {
+            return Err(ConfigError::TooManyWindows(config.windows.len()));
         }
         if !(1..=MAX_COST).contains(&config.cost) {
             return Err(ConfigError::Cost);
@@ -535,12 +546,11 @@ impl RateLimiter {
             }
             FailurePolicy::Closed => Err(StatusCode::SERVICE_UNAVAILABLE),
             FailurePolicy::Local { .. } => {
-                let verdict = self.lock(&self.local).check(
-                    key,
-                    &self.config.windows,
-                    now_ms(),
-                    self.config.cost,
-                );
+                let verdict = self
+                    .lock(&self.local)
+                    .check(key, &self.config.windows, now_ms(), self.config.cost)
+                    // RateLimiter::new refused more windows than a call takes.
+                    .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
                 Ok((verdict, Source::Local))
             }
         }
@@ -570,7 +580,8 @@ impl RateLimiter {
             }
             Source::Local => {
                 let mut local = self.lock(&self.local);
-                local.refund(&key, &self.config.windows, now_ms(), self.config.cost);
+                // Windows RateLimiter::new took are never too many.
+                let _ = local.refund(&key, &self.config.windows, now_ms(), self.config.cost);
             }
         }
     }

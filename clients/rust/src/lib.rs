@@ -39,7 +39,7 @@ pub use layer::{
     client_address, forwarded_for, rate_limit_headers, Config, ConfigError, FailedFn,
     FailurePolicy, KeyFn, RateLimitLayer, RateLimitService, RateLimiter, UnknownPolicy,
 };
-pub use local::LocalLimiter;
+pub use local::{LocalLimiter, TooManyWindows, MAX_WINDOWS};
 
 // The README's examples compile as doc tests.
 #[cfg(all(doctest, feature = "axum"))]

@@ -6,8 +6,34 @@
 //! expected in time order, as a clock gives them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
 
 use crate::Verdict;
+
+/// The most windows one call takes (the first and its WINDOW clauses), as
+/// the module and the function library take them.
+pub const MAX_WINDOWS: usize = 100;
+
+/// A call with more than [`MAX_WINDOWS`] windows (how many it had), refused
+/// as the module refuses it.
+///
+/// ```
+/// use redis_swl_client::{LocalLimiter, TooManyWindows};
+/// let windows = vec![(1_000, 5); 101];
+/// let refused = LocalLimiter::new(100).check("k", &windows, 7_000, 1).unwrap_err();
+/// assert_eq!(refused, TooManyWindows(101));
+/// assert_eq!(refused.to_string(), "windows: at most 100 per call, not 101");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyWindows(pub usize);
+
+impl fmt::Display for TooManyWindows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "windows: at most {MAX_WINDOWS} per call, not {}", self.0)
+    }
+}
+
+impl std::error::Error for TooManyWindows {}
 
 /// Logs for at most `max_clients` keys; the least recently used key is
 /// forgotten first (a forgotten client starts afresh).
@@ -16,11 +42,12 @@ use crate::Verdict;
 /// use redis_swl_client::LocalLimiter;
 /// let mut local = LocalLimiter::new(10_000);
 /// let windows = [(60_000, 2)];
-/// assert!(local.check("alice", &windows, 1_000, 1).allowed);
-/// assert!(local.check("alice", &windows, 1_001, 1).allowed);
-/// let denied = local.check("alice", &windows, 1_002, 1);
+/// assert!(local.check("alice", &windows, 1_000, 1)?.allowed);
+/// assert!(local.check("alice", &windows, 1_001, 1)?.allowed);
+/// let denied = local.check("alice", &windows, 1_002, 1)?;
 /// assert_eq!((denied.allowed, denied.retry_after_ms), (false, 59_998));
-/// assert!(local.refund("alice", &windows, 1_003, 1).allowed);
+/// assert!(local.refund("alice", &windows, 1_003, 1)?.allowed);
+/// # Ok::<(), redis_swl_client::TooManyWindows>(())
 /// ```
 #[derive(Debug)]
 pub struct LocalLimiter {
@@ -60,15 +87,23 @@ impl LocalLimiter {
     }
 
     /// SWL.CHECK: trim, count, record if every window has room. `windows`
-    /// are (window_ms, limit) pairs, at least one.
+    /// are (window_ms, limit) pairs, at least one and at most
+    /// [`MAX_WINDOWS`]; more are refused, changing nothing.
     ///
     /// ```
     /// use redis_swl_client::LocalLimiter;
-    /// let verdict = LocalLimiter::new(100).check("k", &[(1_000, 5), (60_000, 50)], 7_000, 2);
+    /// let verdict = LocalLimiter::new(100).check("k", &[(1_000, 5), (60_000, 50)], 7_000, 2)?;
     /// assert_eq!((verdict.allowed, verdict.remaining, verdict.window_ms), (true, 3, 1_000));
+    /// # Ok::<(), redis_swl_client::TooManyWindows>(())
     /// ```
-    pub fn check(&mut self, key: &str, windows: &[(u64, u64)], now_ms: u64, cost: u64) -> Verdict {
-        let mut log = self.trimmed(key, windows, now_ms);
+    pub fn check(
+        &mut self,
+        key: &str,
+        windows: &[(u64, u64)],
+        now_ms: u64,
+        cost: u64,
+    ) -> Result<Verdict, TooManyWindows> {
+        let mut log = self.trimmed(key, windows, now_ms)?;
         let mut counts = counts(&log, windows, now_ms);
         let allowed = admits(windows, &counts, cost);
         if allowed {
@@ -85,20 +120,27 @@ impl LocalLimiter {
         }
         let verdict = verdict(&log, windows, &counts, now_ms, cost, allowed, false);
         self.keep(key, log);
-        verdict
+        Ok(verdict)
     }
 
     /// SWL.REFUND: trim, give back up to `cost` newest entries, and reply
-    /// what a peek replies then.
+    /// what a peek replies then. Windows as for [`check`](Self::check).
     ///
     /// ```
     /// use redis_swl_client::LocalLimiter;
     /// let mut local = LocalLimiter::new(100);
-    /// local.check("k", &[(1_000, 1)], 5_000, 1);
-    /// assert!(local.refund("k", &[(1_000, 1)], 5_001, 1).allowed);
+    /// local.check("k", &[(1_000, 1)], 5_000, 1)?;
+    /// assert!(local.refund("k", &[(1_000, 1)], 5_001, 1)?.allowed);
+    /// # Ok::<(), redis_swl_client::TooManyWindows>(())
     /// ```
-    pub fn refund(&mut self, key: &str, windows: &[(u64, u64)], now_ms: u64, cost: u64) -> Verdict {
-        let mut log = self.trimmed(key, windows, now_ms);
+    pub fn refund(
+        &mut self,
+        key: &str,
+        windows: &[(u64, u64)],
+        now_ms: u64,
+        cost: u64,
+    ) -> Result<Verdict, TooManyWindows> {
+        let mut log = self.trimmed(key, windows, now_ms)?;
         let keep = log
             .len()
             .saturating_sub(usize::try_from(cost).unwrap_or(usize::MAX));
@@ -110,18 +152,27 @@ impl LocalLimiter {
         }
         let verdict = verdict(&log, windows, &counts, now_ms, cost, allowed, allowed);
         self.keep(key, log);
-        verdict
+        Ok(verdict)
     }
 
-    fn trimmed(&mut self, key: &str, windows: &[(u64, u64)], now_ms: u64) -> VecDeque<u64> {
+    fn trimmed(
+        &mut self,
+        key: &str,
+        windows: &[(u64, u64)],
+        now_ms: u64,
+    ) -> Result<VecDeque<u64>, TooManyWindows> {
+        // As the module refuses the call, before anything changes.
+        if windows.len() > MAX_WINDOWS {
+            return Err(TooManyWindows(windows.len()));
+        }
         let widest = windows.iter().map(|&(ms, _)| ms).max().unwrap_or(0);
         let Some((used, mut log)) = self.logs.remove(key) else {
-            return VecDeque::new();
+            return Ok(VecDeque::new());
         };
         self.by_use.remove(&used);
         let out = first_after(&log, i128::from(now_ms) - i128::from(widest));
         log.drain(..out);
-        log
+        Ok(log)
     }
 
     fn keep(&mut self, key: &str, log: VecDeque<u64>) {

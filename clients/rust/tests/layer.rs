@@ -274,6 +274,13 @@ fn settings_the_module_would_refuse_are_refused_when_made() {
         }),
         "policy: a local policy must remember at least one client"
     );
+    // At most 100 windows, as one call takes.
+    let many: Vec<(u64, u64)> = (0..101).map(|n| (1000 + n, 5)).collect();
+    assert!(RateLimiter::new(Config::new(url, many[..100].to_vec())).is_ok());
+    assert_eq!(
+        refused(Config::new(url, many)),
+        "windows: at most 100 (window_ms, limit) pairs, not 101"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
