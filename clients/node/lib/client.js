@@ -119,16 +119,20 @@ function classesOf(error) {
   return names;
 }
 
+// Errors of a command the client refused before writing it: node-redis
+// closed or offline, or its own timeout for a command still queued (not
+// its socket timeouts, which come after); ioredis offline with its queue
+// turned off.
+const NOT_WRITTEN = ['ClientClosedError', 'ClientOfflineError', 'TimeoutError', 'CommandTimeoutDuringMaintenanceError'];
+
 // Whether a command that failed with `error` can have been carried out: it
 // can unless the server answered with an error, or the client refused it
-// before writing it (node-redis closed or offline, or its own timeout for a
-// command still queued; ioredis offline with its queue turned off).
+// before writing it.
 function mayHaveRun(error) {
-  if (error instanceof TimeoutError) return true;
+  if (error instanceof TimeoutError) return true; // timeoutMs: the command is out
   const classes = classesOf(error);
-  if (classes.some((name) => ['ErrorReply', 'ReplyError', 'ClientClosedError', 'ClientOfflineError', 'TimeoutError'].includes(name))) {
-    return false;
-  }
+  if (classes.some((name) => name === 'ErrorReply' || name === 'ReplyError')) return false;
+  if (NOT_WRITTEN.includes(classes[0])) return false;
   return !/enableOfflineQueue options is false/.test(messageOf(error));
 }
 

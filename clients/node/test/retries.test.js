@@ -124,3 +124,20 @@ it('a peek that times out is no uncertain outcome: it changes nothing', async ()
     await server.stop();
   }
 });
+
+it('a check the client refused before writing it is no uncertain outcome', async () => {
+  const server = await RedisServer.start();
+  try {
+    const nodeRedis = await server.client();
+    nodeRedis.destroy();
+    await assert.rejects(new SWL({ client: nodeRedis }).check('k', 60000, 10),
+      (error) => !(error instanceof UncertainOutcomeError) && error.message === 'The client is closed');
+    const ioredis = new Redis({ host: '127.0.0.1', port: server.port, enableOfflineQueue: false, lazyConnect: true });
+    await assert.rejects(new SWL({ client: ioredis }).check('k', 60000, 10),
+      (error) => !(error instanceof UncertainOutcomeError) && /enableOfflineQueue options is false/.test(error.message));
+    ioredis.disconnect();
+    assert.deepEqual(await entries(server, true, 'k'), []);
+  } finally {
+    await server.stop();
+  }
+});
