@@ -75,7 +75,7 @@ it('installs into a fresh app, which loads the library it carries', async () => 
       }
     `], { cwd: app });
     assert.deepEqual(JSON.parse(alone.stdout), [
-      11, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
+      13, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
     ]);
     const probe = await server.client();
     try {
