@@ -582,12 +582,22 @@ start_server
 sha=$(cli script load "$LUA")
 load_library zset
 printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
-# BENCH_ONLY=rewrites runs only the large compact logs' rows.
-if [ "${BENCH_ONLY:-}" = rewrites ]; then
-    echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
-    compact_rewrites
-    exit 0
-fi
+# BENCH_ONLY=worst or BENCH_ONLY=rewrites runs only the costliest single
+# calls, or only the rows of calls that rewrite large compact logs.
+case "${BENCH_ONLY:-}" in
+    "") ;;
+    worst)
+        echo "The most expensive single calls (server microseconds per call; target < 10,000)"
+        worst_cases
+        exit 0
+        ;;
+    rewrites)
+        echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
+        compact_rewrites
+        exit 0
+        ;;
+    *) echo "bench: BENCH_ONLY is worst or rewrites, not $BENCH_ONLY" >&2; exit 2 ;;
+esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
 echo
