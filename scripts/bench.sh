@@ -50,7 +50,7 @@ start_server() {
         port=$((20000 + RANDOM % 20000))
         port_is_free "$port" || continue
         redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-            --dir "$dir" --logfile "$dir/redis.log" --loadmodule "$MODULE" &
+            --dir "$dir" --logfile "$dir/redis.log" --loadmodule "$MODULE" --swl.encoding zset &
         pid=$!
         local i
         for i in $(seq 1 200); do
@@ -575,7 +575,7 @@ steady_large_logs() {
 # The function library, creating new logs in the given encoding (its
 # ENCODING line, as the README shows).
 load_library() {
-    sed "s/^local ENCODING = 'zset'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
+    sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
 }
 
 start_server

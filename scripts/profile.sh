@@ -42,7 +42,7 @@ if [ "$workload" = library ]; then
     script=$(sed -n "/^LUA='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA='//; \$s/'\$//")
     sha=$(cli script load "$script")
     load_library() {
-        sed "s/^local ENCODING = 'zset'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
+        sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
     }
 
     # Instructions per call of one workload: a run that fills the keys, then

@@ -16,10 +16,11 @@ set only the members of the entries differ from the module's (both are
 random 14-digit numbers). It is slower: see "Choosing" in the README.
 ]]
 
--- How a new log is stored, as the module's swl.encoding: 'zset' (a sorted
--- set) or 'compact' (a compact log string). Existing keys keep theirs.
--- Change it by loading the library with this line edited (README).
-local ENCODING = 'zset'
+-- How a new log is stored, as the module's swl.encoding: 'compact' (a
+-- compact log string, the default) or 'zset' (a sorted set, as the usual
+-- script's keys). Existing keys keep theirs. Change it by loading the
+-- library with this line edited (docs/encodings.md).
+local ENCODING = 'compact'
 
 local MAX_MS = 9007199254740991
 local MAX_COST = 100000

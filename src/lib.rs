@@ -60,7 +60,7 @@ redis_module! {
         string: [],
         bool: [],
         enum: [
-            ["encoding", &ENCODING, Encoding::zset, ConfigurationFlags::DEFAULT, None],
+            ["encoding", &ENCODING, Encoding::compact, ConfigurationFlags::DEFAULT, None],
         ],
         module_args_as_configuration: false,
     ]

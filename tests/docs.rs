@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{load_library, Encoding, Server};
+use support::{load_shipped_library, Config, Server};
 
 const PROMPT: &str = "127.0.0.1:6379> ";
 
@@ -116,8 +116,9 @@ fn reading_order() -> Vec<PathBuf> {
 fn every_redis_cli_session_on_every_page_prints_what_it_shows() {
     let order = reading_order();
     assert_eq!(order.len(), pages().len(), "the README links every page");
-    let server = Server::start();
-    load_library(&server, Encoding::Zset);
+    // As `make run` starts it, and the library as it is shipped.
+    let server = Server::with(Config::as_shipped());
+    load_shipped_library(&server);
     let mut replayed = 0;
     for page in order {
         let text = std::fs::read_to_string(&page).expect("read a page");

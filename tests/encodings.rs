@@ -6,7 +6,9 @@
 mod support;
 
 use redis::{Connection, Value};
-use support::{error_text, Encoding, Rng, Server};
+use support::{
+    error_text, load_library, load_shipped_library, swl_command, Config, Encoding, Rng, Server,
+};
 
 fn set_encoding(con: &mut Connection, encoding: Encoding) {
     let _: () = redis::cmd("CONFIG")
@@ -215,4 +217,37 @@ fn entries_lists_either_encoding_oldest_first() {
         error_text(&arity.unwrap_err()),
         "ERR wrong number of arguments for 'swl.entries' command"
     );
+}
+
+/// As shipped, the module and the function library create compact logs:
+/// the module loaded with no settings, the library loaded as it is; each
+/// creates sorted sets once set to `zset`.
+#[test]
+fn new_logs_are_compact_unless_set_to_sorted_sets() {
+    let server = Server::with(Config::as_shipped());
+    load_shipped_library(&server);
+    let mut con = server.connect();
+    assert_eq!(support::encoding_setting(&mut con), "compact");
+    let args = ["60000", "5", "1700000000000"];
+    for (module, key) in [(true, "m"), (false, "l")] {
+        let _: Vec<i64> = swl_command(!module, "check", key)
+            .arg(&args)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(log_type(&mut con, key), "string", "module {module}");
+    }
+    set_encoding(&mut con, Encoding::Zset);
+    let _: () = redis::cmd("FUNCTION")
+        .arg("DELETE")
+        .arg("swl")
+        .query(&mut con)
+        .unwrap();
+    load_library(&server, Encoding::Zset);
+    for (module, key) in [(true, "mz"), (false, "lz")] {
+        let _: Vec<i64> = swl_command(!module, "check", key)
+            .arg(&args)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(log_type(&mut con, key), "zset", "module {module}");
+    }
 }

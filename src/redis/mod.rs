@@ -31,7 +31,7 @@ enum_configuration! {
 }
 
 /// `swl.encoding`, set at load or with CONFIG SET.
-pub static ENCODING: Mutex<Encoding> = Mutex::new(Encoding::zset);
+pub static ENCODING: Mutex<Encoding> = Mutex::new(Encoding::compact);
 
 /// What a command needs of an opened log beyond reading and changing it.
 pub trait StoredLog: LogWriter + AsRef<OpenKey> {
@@ -59,7 +59,9 @@ pub fn open_log(ctx: &Context, name: &RedisString, access: Access) -> Result<Log
         raw::KeyType::ZSet => Ok(LogKey::Zset(ZsetKey::new(key))),
         raw::KeyType::String => CompactKey::new(key).map(LogKey::Compact),
         raw::KeyType::Empty => {
-            let encoding = ENCODING.lock().map_or(Encoding::zset, |setting| *setting);
+            let encoding = ENCODING
+                .lock()
+                .map_or(Encoding::compact, |setting| *setting);
             match encoding {
                 Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
                 Encoding::compact => CompactKey::new(key).map(LogKey::Compact),

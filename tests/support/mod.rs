@@ -102,7 +102,7 @@ impl Encoding {
     /// A server with the module, creating logs in this encoding.
     pub fn config(self) -> Config {
         Config {
-            encoding: self,
+            encoding: Some(self),
             ..Config::default()
         }
     }
@@ -138,7 +138,7 @@ pub fn for_each_encoding(body: impl Fn(Encoding)) {
 pub fn library_source(encoding: Encoding) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
     let library = std::fs::read_to_string(path).expect("read scripts/swl.lua");
-    const SETTING: &str = "\nlocal ENCODING = 'zset'\n";
+    const SETTING: &str = "\nlocal ENCODING = 'compact'\n";
     assert_eq!(
         library.matches(SETTING).count(),
         1,
@@ -148,6 +148,18 @@ pub fn library_source(encoding: Encoding) -> String {
         SETTING,
         &format!("\nlocal ENCODING = '{}'\n", encoding.name()),
     )
+}
+
+/// Loads the function library on `server` as it is shipped.
+pub fn load_shipped_library(server: &Server) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/swl.lua");
+    let library = std::fs::read_to_string(path).expect("read scripts/swl.lua");
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query(&mut server.connect())
+        .expect("FUNCTION LOAD");
+    assert_eq!(name, "swl");
 }
 
 /// Loads the function library on `server`, creating new logs in `encoding`.
@@ -166,8 +178,9 @@ pub struct Config {
     pub module: bool,
     /// A cluster node, with a free bus port of its own.
     pub cluster: bool,
-    /// `swl.encoding`, where the module is loaded.
-    pub encoding: Encoding,
+    /// `swl.encoding`, where the module is loaded; None leaves the
+    /// module's default, as `make run` does.
+    pub encoding: Option<Encoding>,
     pub args: Vec<String>,
 }
 
@@ -176,13 +189,21 @@ impl Default for Config {
         Config {
             module: true,
             cluster: false,
-            encoding: Encoding::Zset,
+            encoding: Some(Encoding::Zset),
             args: Vec::new(),
         }
     }
 }
 
 impl Config {
+    /// A server with the module as it is loaded with no settings.
+    pub fn as_shipped() -> Config {
+        Config {
+            encoding: None,
+            ..Config::default()
+        }
+    }
+
     pub fn without_module() -> Config {
         Config {
             module: false,
@@ -308,7 +329,9 @@ impl Server {
             let module = module_path();
             assert!(module.exists(), "module not built: {}", module.display());
             command.arg("--loadmodule").arg(module);
-            command.args(["--swl.encoding", self.config.encoding.name()]);
+            if let Some(encoding) = self.config.encoding {
+                command.args(["--swl.encoding", encoding.name()]);
+            }
         }
         if self.config.cluster {
             command

@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const ENCODINGS = Object.freeze(['zset', 'compact']);
-const ENCODING_LINE = "\nlocal ENCODING = 'zset'\n";
+const ENCODING_LINE = "\nlocal ENCODING = 'compact'\n";
 const LIBRARY_FILE = path.join(__dirname, '..', 'swl.lua');
 
 const sources = new Map();

@@ -12,7 +12,7 @@ use redis::{Cmd, RedisResult};
 /// The function library, `scripts/swl.lua` of the repository this crate was
 /// built from (the crate's `swl.lua` is a link to it, packaged as the file).
 const LIBRARY: &str = include_str!("../swl.lua");
-const ENCODING_LINE: &str = "\nlocal ENCODING = 'zset'\n";
+const ENCODING_LINE: &str = "\nlocal ENCODING = 'compact'\n";
 
 /// How logs are stored: a sorted set, or redis-swl's compact string of
 /// 4-byte slots. Where the module is loaded, its own `swl.encoding`

@@ -29,7 +29,7 @@ CHANGES = (CHECK, REFUND)
 MAX_WINDOWS = 100
 
 ENCODINGS = ("zset", "compact")
-_ENCODING_LINE = "\nlocal ENCODING = 'zset'\n"
+_ENCODING_LINE = "\nlocal ENCODING = 'compact'\n"
 
 
 @dataclass(frozen=True)
