@@ -229,6 +229,87 @@ multi_window() {
     printf '%-34s %10s %10s %10s\n' "the same, compact logs" "$swl" "$library" "$(ratio "$library" "$swl")"
 }
 
+# The times of 10,000 requests in one of the arrival patterns a compact
+# format is judged by, in the order they arrive, one a line: Poisson
+# arrivals at `rate`
+# per second (poisson:RATE), steady (one a second), bursts (50 in one
+# millisecond, a second apart), or a client 2 s behind (one call in ten
+# dated 2,000 ms before the newest, the rest Poisson at 1/s).
+arrivals() {
+    awk -v pattern="$1" -v n=10000 -v b=1700000000000 'BEGIN {
+        srand(11); t = b; split(pattern, p, ":")
+        for (i = 0; i < n; i++) {
+            if (p[1] == "poisson") { t += -log(1 - rand()) * 1000 / p[2]; printf "%.0f\n", int(t) }
+            else if (p[1] == "steady") printf "%.0f\n", b + 1000 * i
+            else if (p[1] == "bursts") printf "%.0f\n", b + 1000 * int(i / 50)
+            else if (i % 10 == 9) printf "%.0f\n", int(t) - 2000
+            else { t += -log(1 - rand()) * 1000; printf "%.0f\n", int(t) }
+        }
+    }'
+}
+
+# Bytes per tracked request (MEMORY USAGE / entries) of one log of 10,000
+# entries recorded in time order by SWL.CHECK, every call admitted, in a
+# sorted set and a compact log; limits' LIST of the same requests (float
+# seconds, as limits stores time.time()); and the information bound,
+# log2 C(S + n, n) bits for n times over a span of S ms.
+memory_patterns() {
+    local pattern times
+    printf '%-22s %10s %10s %10s %10s\n' pattern "sorted set" compact "limits" bound
+    for pattern in poisson:0.1 poisson:1 poisson:10 poisson:100 steady bursts behind; do
+        cli flushall >/dev/null
+        times=$(arrivals "$pattern")
+        for encoding in zset compact; do
+            cli config set swl.encoding "$encoding" >/dev/null
+            echo "$times" | awk -v k="mp:$encoding" '{ printf "SWL.CHECK %s 1000000000000 1000000000000 %s\r\n", k, $1 }' | pipe_commands
+        done
+        cli config set swl.encoding zset >/dev/null
+        echo "$times" | awk '{ printf "LPUSH mp:list %.6f\r\n", $1 / 1000 + 0.000123 }' | pipe_commands
+        local zset compact list bound
+        zset=$(cli memory usage mp:zset samples 0)
+        compact=$(cli memory usage mp:compact samples 0)
+        list=$(cli memory usage mp:list samples 0)
+        bound=$(echo "$times" | sort -n | awk 'NR == 1 { first = $1 } { last = $1 } END {
+            n = NR; s = last - first + 1; bits = 0
+            for (i = 1; i <= n; i++) bits += log((s + i) / i) / log(2)
+            printf "%.2f", bits / 8 / n }')
+        per() { awk -v m="$1" 'BEGIN { printf "%.2f", m / 10000 }'; }
+        printf '%-22s %10s %10s %10s %10s\n' "$pattern" "$(per "$zset")" "$(per "$compact")" "$(per "$list")" "$bound"
+    done
+}
+
+# Two windows (an hour and a minute, limits nothing reaches) on logs of
+# 100 to 100,000 entries spread over the hour, a twentieth in the last
+# minute: server microseconds per check, module and library, sorted set
+# and compact log. Flat in the size of the log is the target.
+two_window_curve() {
+    local n encoding clock calls=5000
+    printf '%-10s %-8s %10s %10s %10s\n' entries encoding SWL.CHECK swl.lua "vs module"
+    for n in 100 1000 10000 100000; do
+        for encoding in zset compact; do
+            cli flushall >/dev/null
+            cli config set swl.encoding "$encoding" >/dev/null
+            load_library "$encoding"
+            clock=$(clock_ms)
+            awk -v c="$clock" -v n="$n" 'BEGIN {
+                old = n - int(n / 20)
+                for (i = 0; i < old; i++) printf "SWL.CHECK tw:m 3600000 1000000000000 %.0f\r\n", c - 3590000 + int(i * 3529000 / old)
+                for (i = 0; i < n - old; i++) printf "SWL.CHECK tw:m 3600000 1000000000000 %.0f\r\n", c - 59000 + int(i * 58000 / (n - old))
+            }' | pipe_commands
+            cli copy tw:m tw:l >/dev/null
+            cli config resetstat >/dev/null
+            redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" SWL.CHECK tw:m 3600000 1000000000000 '*' WINDOW 60000 1000000000000 >/dev/null
+            redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" FCALL swl_check 1 tw:l 3600000 1000000000000 '*' WINDOW 60000 1000000000000 >/dev/null
+            local swl library
+            swl=$(usec_per_call swl.check)
+            library=$(usec_per_call fcall)
+            printf '%-10s %-8s %10s %10s %10s\n' "$n" "$encoding" "$swl" "$library" "$(ratio "$library" "$swl")"
+        done
+    done
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+}
+
 # One call with the most windows a call may have (100) on a log of
 # 100,001 entries (one a millisecond), run `repeat` times: the most a
 # single call can ask.
@@ -582,8 +663,9 @@ start_server
 sha=$(cli script load "$LUA")
 load_library zset
 printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
-# BENCH_ONLY=worst or BENCH_ONLY=rewrites runs only the costliest single
-# calls, or only the rows of calls that rewrite large compact logs.
+# BENCH_ONLY=worst, rewrites or formats runs only the costliest single
+# calls, the rows of calls that rewrite large compact logs, or the memory
+# by arrival pattern and the two-window curve by the size of the log.
 case "${BENCH_ONLY:-}" in
     "") ;;
     worst)
@@ -596,7 +678,15 @@ case "${BENCH_ONLY:-}" in
         compact_rewrites
         exit 0
         ;;
-    *) echo "bench: BENCH_ONLY is worst or rewrites, not $BENCH_ONLY" >&2; exit 2 ;;
+    formats)
+        echo "Memory per tracked request by arrival pattern (MEMORY USAGE / 10,000 entries, bytes)"
+        memory_patterns
+        echo
+        echo "Two windows, an hour and a minute, by the size of the log (server microseconds per check)"
+        two_window_curve
+        exit 0
+        ;;
+    *) echo "bench: BENCH_ONLY is worst, rewrites or formats, not $BENCH_ONLY" >&2; exit 2 ;;
 esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
@@ -644,6 +734,12 @@ worst_cases
 echo
 echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
 compact_rewrites
+echo
+echo "Memory per tracked request by arrival pattern (MEMORY USAGE / 10,000 entries, bytes)"
+memory_patterns
+echo
+echo "Two windows, an hour and a minute, by the size of the log (server microseconds per check)"
+two_window_curve
 echo
 echo "The function library against the usual script, one window (server microseconds per call, INFO commandstats; median of $LIBRARY_ROUNDS rounds)"
 library_cost
