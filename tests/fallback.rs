@@ -1263,11 +1263,7 @@ fn large_compact_logs_are_rewritten_alike_by_both() {
 /// INFO memory's `used_memory_vm_functions`: the functions' Lua heap,
 /// which maxmemory does not count.
 fn functions_memory(con: &mut Connection) -> usize {
-    let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("used_memory_vm_functions:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("used_memory_vm_functions")
+    support::info_number(con, "memory", "used_memory_vm_functions") as usize
 }
 
 /// A call that makes or decodes a large value leaves no garbage nor

@@ -10,11 +10,7 @@ use support::{check, check_result, for_each_encoding, snapshot, Server};
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 fn used_memory(con: &mut Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory")
+    support::info_number(con, "memory", "used_memory")
 }
 
 fn try_check(con: &mut Connection, key: &str, now: &str) -> Result<Vec<i64>, String> {

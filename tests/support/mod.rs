@@ -544,6 +544,15 @@ pub fn compact_slots(bytes: &[u8]) -> (u64, Vec<u64>) {
     (base, slots)
 }
 
+/// A number INFO shows: `field` of the section `section`.
+pub fn info_number(con: &mut Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no number {field}"))
+}
+
 /// A key's scores (times), oldest first, whatever its encoding.
 pub fn scores(con: &mut Connection, key: &str) -> Vec<f64> {
     contents(con, key.as_bytes()).times()
