@@ -342,8 +342,9 @@ function Zset:drop_newest(count)
   self:forget()
 end
 
--- A sorted set is never found damaged.
+-- A sorted set is never found damaged, and has no dead slots.
 function Zset:finish() return true end
+function Zset:reclaim() end
 
 -- Every entry as SWL.ENTRIES replies it: integers where whole, doubles
 -- otherwise (fractional, infinite), which a RESP2 client reads as the
@@ -724,6 +725,19 @@ local function time_at(index)
   return base + value - 1
 end
 
+-- Whether `bytes` (whole slots of `width`) hold a free slot: a run of
+-- zero bytes found anywhere, then its place checked.
+local FREE_SLOT = { [4] = '\0\0\0\0', [8] = '\0\0\0\0\0\0\0\0' }
+local function has_free_slot(bytes, width)
+  local pattern, from = FREE_SLOT[width], 1
+  while true do
+    local at = string.find(bytes, pattern, from, true)
+    if not at then return false end
+    if (at - 1) % width == 0 then return true end
+    from = at + 1
+  end
+end
+
 local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
 
 -- Whether every byte of `whole` past its first `at` is zero; false where
@@ -889,6 +903,9 @@ end
 -- room for an eighth more (at least `spare`). The live slots are copied
 -- as bytes, unread, so the value is parsed again as the module parses it
 -- (slots another writer damaged read as they now lie).
+-- False, writing nothing, where a live slot is free (bytes another writer
+-- changed, which the copy would move among the live slots, hiding the
+-- entries after it).
 function Compact:rewrite(first, count, stored, spare)
   local width, head, stop = c_width, c_head, c_stop
   local n = stop - head + count
@@ -898,21 +915,58 @@ function Compact:rewrite(first, count, stored, spare)
   local older, newer = '', ''
   if first > head then older = self:read(HEADER_LEN + head * width, (first - head) * width) end
   if stop > first then newer = self:read(HEADER_LEN + first * width, (stop - first) * width) end
+  if has_free_slot(older, width) or has_free_slot(newer, width) then return false end
   local value = header_of(c_base, width) .. older .. string.rep(pack_slot(stored, width), count)
     .. newer .. string.rep('\0', (slots - n) * width)
   self:store(value, width, c_base, slots, n)
   self:reparse()
+  return true
+end
+
+-- Writes the value anew from its live entries, with `count` more at `at`
+-- (none without `at`), based below the oldest in the narrowest width:
+-- every slot decoded and encoded. False, writing nothing, where a slot
+-- does not hold a time in order.
+function Compact:remake(at, count)
+  local times = self:entries_from(c_head)
+  if not times then return false end
+  if at then
+    local after = partition_point(#times, function(i) return times[i + 1] <= at end)
+    self:store(encode(times, count, at, count, after))
+  else
+    self:store(encode(times, 0))
+  end
+  return true
+end
+
+-- Whether the log has 8-byte slots where a value made from its live
+-- entries (and a time `at`, if given) would take 4: its wide span has
+-- left (as the module's narrows_with).
+function Compact:narrows_with(at)
+  if c_width ~= 8 then return false end
+  local oldest, newest = at, at
+  if c_stop > c_head then
+    oldest, newest = c_oldest_time, c_newest_time
+    if at and at < oldest then oldest = at end
+    if at and at > newest then newest = at end
+  end
+  if not oldest then return false end
+  local base = oldest < ROOM_BELOW_MS and 0 or oldest - ROOM_BELOW_MS
+  return newest - base + 1 <= TWO_32 - 1
 end
 
 -- Once the dead slots before the head are over half the value, writes the
--- live ones anew in a value sized for them, with the same base and width.
--- A call's last change, as in the module; bytes that no longer parse
--- (slots another writer damaged, which the call's changes reached) are
--- left as the call left them.
+-- live ones anew in a value sized for them, with the same base and width
+-- (8-byte slots that now fit 4 are made anew from their times). A call's
+-- last change, as in the module, once its reply and expiry are set; bytes
+-- that no longer parse, or with a free live slot (slots another writer
+-- damaged), are left as the call left them.
 function Compact:reclaim()
-  if (c_valid or self:current()) and c_head * 2 > c_capacity then
-    self:rewrite(c_head, 0, 0, 0)
-  end
+  if c_damaged or not (c_valid or self:current()) or c_head * 2 <= c_capacity then return end
+  local live = self:read(HEADER_LEN + c_head * c_width, (c_stop - c_head) * c_width)
+  if has_free_slot(live, c_width) then return end
+  if self:narrows_with(nil) and self:remake(nil) then return end
+  self:rewrite(c_head, 0, 0, 0)
 end
 
 function Compact:len()
@@ -976,19 +1030,18 @@ function Compact:record(at, count)
   local stored = at + 1 - c_base
   local fits = stored >= 1 and (width == 8 or stored <= TWO_32 - 1)
   if not fits then
-    local times = self:entries_from(c_head)
-    if not times then
-      c_damaged = true
-      return
-    end
-    local after = partition_point(#times, function(i) return times[i + 1] <= at end)
-    self:store(encode(times, count, at, count, after))
+    if not self:remake(at, count) then c_damaged = true end
     return
   end
   local head, stop = c_head, c_stop
   local first = head + self:count_through(at)
   if c_capacity - stop < count then
-    self:rewrite(first, count, stored, count)
+    -- Narrowed slots are made from the times; a copy refuses a free live
+    -- slot, which would hide what follows it.
+    local done
+    if self:narrows_with(at) then done = self:remake(at, count)
+    else done = self:rewrite(first, count, stored, count) end
+    if not done then c_damaged = true end
     return
   end
   local from = HEADER_LEN + first * width
@@ -1038,7 +1091,6 @@ end
 -- Ends the call's changes: false if one found the value damaged, which is
 -- then left as it was; otherwise a moved head is written.
 function Compact:finish()
-  if not c_damaged then self:reclaim() end
   if c_damaged then return false end
   if c_head_pending then self:write_pending_head() end
   -- Left as found, parsed: its layout is kept (see layouts).
@@ -1123,12 +1175,26 @@ local function waits_longer(retry, than)
   return retry > than
 end
 
+-- Whether the wait for an entry at `score` to leave a window of `ms` at
+-- `now` reaches NEVER_MS, where the module stops counting: a score from
+-- 2^60 on, or ceil(score) + ms - now >= 2^54, compared by the sign of
+-- (score - 2^54) + (ms - now), both parts exact where it matters (below
+-- 2^53 no score gets there).
+local TWO_53, TWO_60 = 9007199254740992, 1152921504606846976
+local function never_leaves(score, ms, now)
+  score = math.ceil(score)
+  return score >= TWO_60 or (score >= TWO_53 and (score - NEVER_MS) + (ms - now) >= 0)
+end
+
 -- Whether the wait for an entry at `score` to leave a window of `ms` is
 -- longer than for one at `than_score` and `than_ms`, where both waits
 -- rounded to the same double past 2^53 (the module compares them exactly,
--- so the same window binds): ceil(s) + ms - now, compared by the sign of
--- the difference, whose two parts are exact.
-local function exactly_longer(score, ms, than_score, than_ms)
+-- so the same window binds): ceil(s) + ms - now, capped at NEVER_MS as the
+-- module caps it, compared by the sign of the difference, whose two parts
+-- are exact.
+local function exactly_longer(score, ms, than_score, than_ms, now)
+  if never_leaves(than_score, than_ms, now) then return false end
+  if never_leaves(score, ms, now) then return true end
   return (math.ceil(score) - math.ceil(than_score)) + (ms - than_ms) > 0
 end
 
@@ -1150,8 +1216,8 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
       len = len or log:len()
       local retry, score = retry_after(log, len, w, now, cost)
       if not bound or waits_longer(retry, bound_retry)
-          or (retry == bound_retry and retry > MAX_MS and retry < NEVER_MS
-            and exactly_longer(score, w.ms, bound_score, windows[bound].ms)) then
+          or (retry == bound_retry and retry > MAX_MS
+            and exactly_longer(score, w.ms, bound_score, windows[bound].ms, now)) then
         bound, bound_left, bound_retry, bound_score = i, left, retry, score
       end
     end
@@ -1233,9 +1299,14 @@ end
 -- at an absolute time, so a long call does not push it later. A time the
 -- server's clock has already passed (a window shorter than the call)
 -- deletes the key at once, where the module's key expires at once: either
--- way it is gone.
+-- way it is gone. Redis also deletes it for a time its clock has just
+-- reached, where the module's key lives to the end of that millisecond:
+-- for the few-millisecond waits where the call may last that long, such
+-- a time is put a millisecond later.
+local EXPIRY_CHECKED_BELOW_MS = 10
 local function expire_in(key, ms, clock_ms)
   local at = clock_ms + ms
+  if ms < EXPIRY_CHECKED_BELOW_MS and at == server_clock() then at = at + 1 end
   local text
   if at <= MAX_MS then
     text = num(at)
@@ -1281,15 +1352,17 @@ local function swl_check(keys, args)
   -- emptied), -1 for no expiry.
   if allowed then
     expire_in(key, reply[5], clock_ms)
-    return reply
+  else
+    local current = redis.call('PEXPIRETIME', key)
+    local kept = expiry_before or current
+    if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
+      expire_in(key, reply[5], clock_ms)
+    elseif current ~= -2 and current ~= kept then
+      redis.call('PEXPIREAT', key, num(kept))
+    end
   end
-  local current = redis.call('PEXPIRETIME', key)
-  local kept = expiry_before or current
-  if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
-    expire_in(key, reply[5], clock_ms)
-  elseif current ~= -2 and current ~= kept then
-    redis.call('PEXPIREAT', key, num(kept))
-  end
+  -- Dead slots go last, after the reply and the expiry, as in the module.
+  log:reclaim()
   return reply
 end
 
@@ -1338,7 +1411,9 @@ local function swl_refund(keys, args)
     lives = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
   end
   expire_in(keys[1], lives, clock_ms)
-  return peek_reply(log, windows, now, cost)
+  local reply = peek_reply(log, windows, now, cost)
+  log:reclaim()
+  return reply
 end
 
 local function swl_entries(keys, args)

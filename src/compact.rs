@@ -218,10 +218,48 @@ impl<'a> Log<'a> {
     /// Once the dead slots before the head are over half the value, a new
     /// value holding the live ones, sized for them, with the same base and
     /// width: a copy of their bytes, O(live), and so O(1) per entry ever
-    /// recorded. A call's last change, after any that can find the value
-    /// damaged, so that a failed call has at most moved the head.
+    /// recorded; 8-byte slots whose entries now fit 4 bytes are made anew
+    /// from their times instead (O(N), once). A call's last change, after
+    /// any that can find the value damaged, so that a failed call has at
+    /// most moved the head. None also where a live slot is free (bytes
+    /// another writer changed, which a copy would move among the live
+    /// slots, hiding the entries after it).
     pub fn reclaimed(&self) -> Option<Vec<u8>> {
-        (self.head * 2 > self.capacity()).then(|| self.rewritten(self.head, 0, 0, 0))
+        if self.head * 2 <= self.capacity() || self.has_free_live_slot() {
+            return None;
+        }
+        if self.narrows_with(None) {
+            if let Ok(times) = self.entries() {
+                return Some(encode(&times, 0));
+            }
+        }
+        Some(self.rewritten(self.head, 0, 0, 0))
+    }
+
+    /// Whether a slot among the live ones is free: another writer's bytes.
+    fn has_free_live_slot(&self) -> bool {
+        let width = self.width;
+        self.slots[self.head * width..self.end * width]
+            .chunks_exact(width)
+            .any(|slot| slot.iter().all(|&byte| byte == 0))
+    }
+
+    /// Whether the log has 8-byte slots where a value made from its live
+    /// entries (and `time`, if given) would take 4: its wide span has left.
+    fn narrows_with(&self, time: Option<u64>) -> bool {
+        if self.width != 8 {
+            return false;
+        }
+        let ends = self
+            .time_at(0)
+            .zip(self.len().checked_sub(1).and_then(|r| self.time_at(r)));
+        let (oldest, newest) = match (ends, time) {
+            (Some((oldest, newest)), Some(time)) => (oldest.min(time), newest.max(time)),
+            (Some(ends), None) => ends,
+            (None, Some(time)) => (time, time),
+            (None, None) => return false,
+        };
+        shape(oldest, newest, 1, 0).0 == 4
     }
 
     /// A new value with this log's base and width, head 0: its live slots
@@ -353,6 +391,16 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         };
         let at = log.head + log.count_through(time);
         if log.capacity() - log.end < count {
+            // A free live slot would hide what follows it in the copy.
+            if log.has_free_live_slot() {
+                return Err(FormatError::Slots);
+            }
+            if log.narrows_with(Some(time)) {
+                let mut times = log.entries()?;
+                let at = times.partition_point(|&t| t <= time);
+                times.splice(at..at, std::iter::repeat_n(time, count));
+                return Ok(Change::Replace(encode(&times, count)));
+            }
             return Ok(Change::Replace(log.rewritten(at, count, stored, count)));
         }
         (at, log.end, log.width, stored)
@@ -573,8 +621,14 @@ mod tests {
             };
             let change = reclaim(value).unwrap();
             if let Change::Replace(bytes) = &change {
+                // The same base and width, copied; or 8-byte slots made
+                // anew in 4 once their span allows.
                 let (was, now) = (Log::parse(value).unwrap(), Log::parse(bytes).unwrap());
-                assert_eq!((now.base, now.width, now.head), (was.base, was.width, 0));
+                let narrowed = (was.width, now.width) == (8, 4);
+                if !narrowed {
+                    assert_eq!((now.base, now.width), (was.base, was.width));
+                }
+                assert_eq!(now.head, 0);
             }
             self.apply(self.value.clone(), change);
         }

@@ -1260,6 +1260,144 @@ fn large_compact_logs_are_rewritten_alike_by_both() {
     assert!(capacity(&mut con, "src") > 120_000);
 }
 
+/// A log of `n` entries a millisecond apart from `t`, made by the module,
+/// with the slot at `zeroed` freed as another writer might.
+fn log_with_a_freed_slot(con: &mut Connection, n: u64, t: u64, zeroed: usize) -> Vec<u8> {
+    let times: Vec<u64> = (t..t + n).collect();
+    let value = module_log(con, "freed:src", &times);
+    let _: i64 = redis::cmd("DEL").arg("freed:src").query(con).unwrap();
+    with_slot(&value, zeroed, 0)
+}
+
+/// A call's reply, the bytes it left and the expiry after its clock.
+type Outcome = (Result<Vec<i64>, String>, Vec<u8>, i64);
+
+/// Puts `value` under a key for the module and one for the library, runs
+/// the call on each, and returns each one's outcome.
+fn on_both_timed(con: &mut Connection, value: &[u8], op: Op, args: &[&str]) -> [Outcome; 2] {
+    [true, false].map(|module| {
+        let key = if module { "both:m" } else { "both:l" };
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
+        let started = server_ms(con) as i64;
+        let reply = call(con, module, op, key, &to_strings(args));
+        let left: Vec<u8> = redis::cmd("GET").arg(key).query(con).unwrap_or_default();
+        let expiry = expire_time(con, key.as_bytes());
+        (
+            reply,
+            left,
+            if expiry > 0 { expiry - started } else { expiry },
+        )
+    })
+}
+
+/// On a log another writer damaged, the module's reply and expiry come
+/// from the log before its dead slots are dropped, and so do the
+/// library's; dropping them, or growing a full log, never moves a freed
+/// slot among the live ones (which would hide the entries after it): the
+/// growth is refused as damage, the drop left undone.
+#[test]
+fn damaged_logs_are_replied_to_and_rewritten_alike() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let t: u64 = 1_700_000_000_000;
+    let last = (t + 39).to_string();
+    let cases: [(usize, Op, [&str; 3]); 2] = [
+        (33, Op::Check, ["19", "1", &last]),
+        (32, Op::Refund, ["18", "1", &last]),
+    ];
+    for (zeroed, op, args) in cases {
+        let value = log_with_a_freed_slot(&mut con, 40, t, zeroed);
+        let [module, library] = on_both_timed(&mut con, &value, op, &args);
+        assert_eq!(library.0, module.0, "{op:?} {args:?}: reply");
+        assert_eq!(library.1, module.1, "{op:?} {args:?}: bytes");
+        assert!(
+            (library.2 - module.2).abs() <= 1,
+            "{op:?}: expiry {library:?} {module:?}"
+        );
+    }
+    // Full at 41 slots: a growth that would copy the freed slot is refused.
+    let value = log_with_a_freed_slot(&mut con, 41, t, 24);
+    assert_eq!((value.len() - 24) / 4, 41, "the log is full");
+    let args = ["100000000", "1000", &(t + 41).to_string()];
+    let [module, library] = on_both_timed(&mut con, &value, Op::Check, &args);
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    assert_eq!(module.0, Err(wrongtype.to_string()));
+    assert_eq!((&library.0, &library.1), (&module.0, &value));
+    assert_eq!(module.1, value, "left as it was");
+}
+
+/// A log that once spanned 2^32 ms (49 days) takes 8-byte slots; once the
+/// wide span has left it, the next growth or drop of dead slots makes it
+/// anew in 4-byte slots, in the module and the library alike.
+#[test]
+fn eight_byte_slots_narrow_again_once_the_wide_span_leaves() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let t: u64 = 1_700_000_000_000;
+    let width = |con: &mut Connection, key: &str| -> u8 {
+        let value: Vec<u8> = redis::cmd("GET").arg(key).query(con).unwrap();
+        value[5]
+    };
+    for (module, key) in [(true, "wide:m"), (false, "wide:l")] {
+        let check = |con: &mut Connection, now: u64| {
+            let args = to_strings(&["60000", "1000", &now.to_string()]);
+            call(con, module, Op::Check, key, &args).expect("a check")
+        };
+        for i in 0..50 {
+            check(&mut con, t + 10 * i);
+        }
+        // A client that sends seconds for milliseconds.
+        check(&mut con, t / 1000);
+        assert_eq!(width(&mut con, key), 8, "module {module}");
+        for i in 0..1200 {
+            check(&mut con, t + 1000 + 100 * i);
+        }
+        assert_eq!(width(&mut con, key), 4, "module {module}");
+    }
+    let [a, b]: [Vec<u8>; 2] =
+        ["wide:m", "wide:l"].map(|key| redis::cmd("GET").arg(key).query(&mut con).unwrap());
+    assert!(a == b, "the library's bytes differ");
+}
+
+/// Waits that reach 2^54 ms (an entry another tool scored at or past 2^53)
+/// are all 2^54 in the module, which then keeps the window named first;
+/// below that it names the longer wait exactly. The library too.
+#[test]
+fn waits_near_the_never_wait_bind_as_in_the_module() {
+    let server = Server::with(Encoding::Zset.config());
+    load_library(&server, Encoding::Zset);
+    let mut con = server.connect();
+    let max = "9007199254740991";
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &["9007199254740994", "a", "+inf", "b"],
+            &[max, "2", "2", "WINDOW", max, "1"],
+        ),
+        (
+            &["9007199254740994", "a", "+inf", "b"],
+            &[max, "1", "2", "WINDOW", max, "2"],
+        ),
+        (
+            &["+inf", "a", "+inf", "b"],
+            &[max, "1", "2", "WINDOW", max, "1"],
+        ),
+    ];
+    for (n, (scores, args)) in cases.iter().enumerate() {
+        let replies = [true, false].map(|module| {
+            let key = format!("never{n}:{module}");
+            let _: i64 = redis::cmd("ZADD")
+                .arg(&key)
+                .arg(*scores)
+                .query(&mut con)
+                .unwrap();
+            call(&mut con, module, Op::Peek, &key, &to_strings(args)).expect("a peek")
+        });
+        assert_eq!(replies[1], replies[0], "{scores:?} {args:?}");
+    }
+}
+
 /// INFO memory's `used_memory_vm_functions`: the functions' Lua heap,
 /// which maxmemory does not count.
 fn functions_memory(con: &mut Connection) -> usize {

@@ -312,7 +312,7 @@ impl StoredLog for CompactKey {
     /// the head back and fails with WRONGTYPE, the value as it was.
     fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError> {
         // Dead slots over half the value are dropped last, once nothing
-        // that can find the value damaged follows (see compact::reclaim).
+        // that can find the value damaged follows (see Log::reclaimed).
         // Bytes that no longer parse (slots another writer damaged, which
         // the call's changes reached) are left as the call left them.
         if !self.pending.damaged {
