@@ -725,19 +725,6 @@ local function time_at(index)
   return base + value - 1
 end
 
--- Whether `bytes` (whole slots of `width`) hold a free slot: a run of
--- zero bytes found anywhere, then its place checked.
-local FREE_SLOT = { [4] = '\0\0\0\0', [8] = '\0\0\0\0\0\0\0\0' }
-local function has_free_slot(bytes, width)
-  local pattern, from = FREE_SLOT[width], 1
-  while true do
-    local at = string.find(bytes, pattern, from, true)
-    if not at then return false end
-    if (at - 1) % width == 0 then return true end
-    from = at + 1
-  end
-end
-
 local zeros -- READ_WHOLE_AT_MOST zero bytes, made once
 
 -- Whether every byte of `whole` past its first `at` is zero; false where
@@ -794,7 +781,9 @@ function Compact:parse()
   local narrow = width == 4 and whole
   local low, high = head, capacity
   c_zero_from = false
-  if whole then
+  -- (Only for a small value: on a large one written here, the scan for a
+  -- run of zero bytes costs more than the search.)
+  if whole and len <= READ_WHOLE_AT_MOST then
     local stop = where_search_ends(whole, width, head, capacity)
     if stop then low, high, c_zero_from = stop, stop, HEADER_LEN + stop * width end
   end
@@ -903,9 +892,10 @@ end
 -- room for an eighth more (at least `spare`). The live slots are copied
 -- as bytes, unread, so the value is parsed again as the module parses it
 -- (slots another writer damaged read as they now lie).
--- False, writing nothing, where a live slot is free (bytes another writer
--- changed, which the copy would move among the live slots, hiding the
--- entries after it).
+-- The copy is parsed before it is stored, as the module parses its copy:
+-- false, writing nothing, where it would not read as holding every entry
+-- (its search for the end of the live slots stopping at a slot another
+-- writer freed, which would hide the entries after it).
 function Compact:rewrite(first, count, stored, spare)
   local width, head, stop = c_width, c_head, c_stop
   local n = stop - head + count
@@ -915,11 +905,19 @@ function Compact:rewrite(first, count, stored, spare)
   local older, newer = '', ''
   if first > head then older = self:read(HEADER_LEN + head * width, (first - head) * width) end
   if stop > first then newer = self:read(HEADER_LEN + first * width, (stop - first) * width) end
-  if has_free_slot(older, width) or has_free_slot(newer, width) then return false end
   local value = header_of(c_base, width) .. older .. string.rep(pack_slot(stored, width), count)
     .. newer .. string.rep('\0', (slots - n) * width)
-  self:store(value, width, c_base, slots, n)
-  self:reparse()
+  self:reread()
+  c_size, c_whole = #value, value
+  c_parsed, c_valid = true, self:parse()
+  if not (c_valid and c_head == 0 and c_stop == n) then
+    self:reread()
+    self:reparse()
+    return false
+  end
+  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
+  c_head_pending = false
+  redis.call('SET', c_key, value, 'KEEPTTL')
   return true
 end
 
@@ -963,8 +961,6 @@ end
 -- damaged), are left as the call left them.
 function Compact:reclaim()
   if c_damaged or not (c_valid or self:current()) or c_head * 2 <= c_capacity then return end
-  local live = self:read(HEADER_LEN + c_head * c_width, (c_stop - c_head) * c_width)
-  if has_free_slot(live, c_width) then return end
   if self:narrows_with(nil) and self:remake(nil) then return end
   self:rewrite(c_head, 0, 0, 0)
 end

@@ -221,11 +221,10 @@ impl<'a> Log<'a> {
     /// recorded; 8-byte slots whose entries now fit 4 bytes are made anew
     /// from their times instead (O(N), once). A call's last change, after
     /// any that can find the value damaged, so that a failed call has at
-    /// most moved the head. None also where a live slot is free (bytes
-    /// another writer changed, which a copy would move among the live
-    /// slots, hiding the entries after it).
+    /// most moved the head. None also where the copy would not read as
+    /// holding every entry (see `copied`).
     pub fn reclaimed(&self) -> Option<Vec<u8>> {
-        if self.head * 2 <= self.capacity() || self.has_free_live_slot() {
+        if self.head * 2 <= self.capacity() {
             return None;
         }
         if self.narrows_with(None) {
@@ -233,15 +232,16 @@ impl<'a> Log<'a> {
                 return Some(encode(&times, 0));
             }
         }
-        Some(self.rewritten(self.head, 0, 0, 0))
+        self.copied(self.head, 0, 0, 0)
     }
 
-    /// Whether a slot among the live ones is free: another writer's bytes.
-    fn has_free_live_slot(&self) -> bool {
-        let width = self.width;
-        self.slots[self.head * width..self.end * width]
-            .chunks_exact(width)
-            .any(|slot| slot.iter().all(|&byte| byte == 0))
+    /// `rewritten`, where the copy reads as holding every entry: parsed,
+    /// its search for the end of the live slots does not stop at a slot
+    /// another writer freed, which would hide the entries after it.
+    fn copied(&self, at: usize, count: usize, stored: u64, spare: usize) -> Option<Vec<u8>> {
+        let value = self.rewritten(at, count, stored, spare);
+        let holds_all = Log::parse(&value).is_ok_and(|copy| copy.len() == self.len() + count);
+        holds_all.then_some(value)
     }
 
     /// Whether the log has 8-byte slots where a value made from its live
@@ -391,17 +391,14 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         };
         let at = log.head + log.count_through(time);
         if log.capacity() - log.end < count {
-            // A free live slot would hide what follows it in the copy.
-            if log.has_free_live_slot() {
-                return Err(FormatError::Slots);
-            }
             if log.narrows_with(Some(time)) {
                 let mut times = log.entries()?;
                 let at = times.partition_point(|&t| t <= time);
                 times.splice(at..at, std::iter::repeat_n(time, count));
                 return Ok(Change::Replace(encode(&times, count)));
             }
-            return Ok(Change::Replace(log.rewritten(at, count, stored, count)));
+            let copy = log.copied(at, count, stored, count);
+            return copy.map(Change::Replace).ok_or(FormatError::Slots);
         }
         (at, log.end, log.width, stored)
     };
