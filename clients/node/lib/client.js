@@ -110,6 +110,9 @@ class UncertainOutcomeError extends Error {
   }
 }
 
+// The library's name (its first line: #!lua name=swl).
+const LIBRARY_NAME = 'swl';
+
 // The names of an error's classes, its own first.
 function classesOf(error) {
   const names = [];
@@ -118,6 +121,10 @@ function classesOf(error) {
   }
   return names;
 }
+
+// The server answered with an error (node-redis ErrorReply, ioredis
+// ReplyError): the command changed nothing.
+const isErrorReply = (error) => classesOf(error).some((name) => name === 'ErrorReply' || name === 'ReplyError');
 
 // Errors of a command the client refused before writing it: node-redis
 // closed or offline, or its own timeout for a command still queued (not
@@ -130,8 +137,8 @@ const NOT_WRITTEN = ['ClientClosedError', 'ClientOfflineError', 'TimeoutError', 
 // before writing it.
 function mayHaveRun(error) {
   if (error instanceof TimeoutError) return true; // timeoutMs: the command is out
+  if (isErrorReply(error)) return false;
   const classes = classesOf(error);
-  if (classes.some((name) => name === 'ErrorReply' || name === 'ReplyError')) return false;
   if (NOT_WRITTEN.includes(classes[0])) return false;
   return !/enableOfflineQueue options is false/.test(messageOf(error));
 }
@@ -213,6 +220,37 @@ class SWL {
     checkEncoding(this.encoding);
     // True once the server answered that it has no module.
     this.usesLibrary = false;
+    // Whether the server has the module, asked once before the first
+    // command (see probe).
+    this.probed = null;
+  }
+
+  // Asks the server once whether it has the module (COMMAND INFO, which
+  // changes nothing), so that the first check already goes to SWL.CHECK or
+  // to FCALL: trying SWL.CHECK first would cost a round trip, and a later
+  // call not awaited would overtake it. Every command of this client waits
+  // for the same answer, one tick each, so they leave in the order they
+  // were called. A server that refuses COMMAND (ACL) is tried as before:
+  // SWL.CHECK, then FCALL on "unknown command". Without the module, the
+  // library is loaded here too where the server lacks it, for the same
+  // reason. A probe that failed otherwise (no connection) is asked again
+  // by the next call.
+  probe(key) {
+    if (!this.probed) {
+      const asking = async () => {
+        const info = await this.send(key, ['COMMAND', 'INFO', CHECK.command], true, false);
+        if (!Array.isArray(info) || info.length !== 1 || (info[0] !== null && info[0] !== undefined)) return;
+        this.usesLibrary = true;
+        const libraries = await this.send(key, ['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], true, false);
+        if (Array.isArray(libraries) && libraries.length === 0) await this.loadLibrary({ key });
+      };
+      this.probed = asking().catch((error) => {
+        if (isErrorReply(error)) return;
+        this.probed = null;
+        throw error;
+      });
+    }
+    return this.probed;
   }
 
   // Checks a request of `cost` units against `limit` per `windowMs` (and
@@ -253,6 +291,7 @@ class SWL {
 
   // Removes the log: resolves true if there was one.
   async delete(key) {
+    await this.probe(key);
     const deleted = await this.send(key, ['DEL', key], false);
     return Number(deleted) === 1;
   }
@@ -284,6 +323,7 @@ class SWL {
         throw new UncertainOutcomeError(sent[0] === 'FCALL' ? sent[1] : sent[0], key, error);
       }
     };
+    await this.probe(key);
     if (!this.usesLibrary) {
       try {
         return await send([command, key, ...args], readOnly);
