@@ -113,6 +113,10 @@ class UncertainOutcomeError extends Error {
 // The library's name (its first line: #!lua name=swl).
 const LIBRARY_NAME = 'swl';
 
+// Whether a server has the module, by the client or function that reaches
+// it (see SWL.probe).
+const PROBES = new WeakMap();
+
 // The names of an error's classes, its own first.
 function classesOf(error) {
   const names = [];
@@ -213,6 +217,8 @@ class SWL {
   // still be carried out.
   constructor(options = {}) {
     const send = senderOf(options);
+    // What the module probe's answer is shared by.
+    this.sender = options.client || options.sendCommand || options.sendCommandCluster;
     // Each command has timeoutMs of its own: a call that loads the library
     // sends three.
     this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
@@ -228,29 +234,51 @@ class SWL {
   // Asks the server once whether it has the module (COMMAND INFO, which
   // changes nothing), so that the first check already goes to SWL.CHECK or
   // to FCALL: trying SWL.CHECK first would cost a round trip, and a later
-  // call not awaited would overtake it. Every command of this client waits
-  // for the same answer, one tick each, so they leave in the order they
-  // were called. A server that refuses COMMAND (ACL) is tried as before:
-  // SWL.CHECK, then FCALL on "unknown command". Without the module, the
-  // library is loaded here too where the server lacks it, for the same
-  // reason. A probe that failed otherwise (no connection) is asked again
-  // by the next call.
+  // call not awaited would overtake it. The answer is shared by every SWL
+  // over the same client or function (limiters made per route or per
+  // request ask once). Every command of this SWL waits for the same
+  // promise, one tick each, so they leave in the order they were called.
+  // Without the module, the library is loaded here too where the server
+  // lacks it, for the same reason. A server that refuses COMMAND (ACL) is
+  // tried as before: SWL.CHECK, then FCALL on "unknown command". A probe
+  // that failed otherwise (no connection) is asked again by the next call.
   probe(key) {
     if (!this.probed) {
-      const asking = async () => {
-        const info = await this.send(key, ['COMMAND', 'INFO', CHECK.command], true, false);
-        if (!Array.isArray(info) || info.length !== 1 || (info[0] !== null && info[0] !== undefined)) return;
-        this.usesLibrary = true;
-        const libraries = await this.send(key, ['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], true, false);
-        if (Array.isArray(libraries) && libraries.length === 0) await this.loadLibrary({ key });
-      };
-      this.probed = asking().catch((error) => {
-        if (isErrorReply(error)) return;
-        this.probed = null;
-        throw error;
-      });
+      let shared = PROBES.get(this.sender);
+      if (!shared) {
+        shared = this.ask(key);
+        PROBES.set(this.sender, shared);
+        shared.catch(() => {
+          if (PROBES.get(this.sender) === shared) PROBES.delete(this.sender);
+        });
+      }
+      this.probed = shared.then(
+        (hasModule) => {
+          if (hasModule === false) this.usesLibrary = true;
+        },
+        (error) => {
+          this.probed = null;
+          throw error;
+        },
+      );
     }
     return this.probed;
+  }
+
+  // Resolves true or false (whether the server has the module), or null
+  // where it would not say.
+  async ask(key) {
+    try {
+      const info = await this.send(key, ['COMMAND', 'INFO', CHECK.command], true, false);
+      if (!Array.isArray(info) || info.length !== 1) return null;
+      if (info[0] !== null && info[0] !== undefined) return true;
+      const libraries = await this.send(key, ['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], true, false);
+      if (Array.isArray(libraries) && libraries.length === 0) await this.loadLibrary({ key });
+      return false;
+    } catch (error) {
+      if (isErrorReply(error)) return null;
+      throw error;
+    }
   }
 
   // Checks a request of `cost` units against `limit` per `windowMs` (and
