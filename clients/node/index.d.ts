@@ -110,8 +110,13 @@ export declare class SWL {
 }
 
 export type SwlStoreOptions = Sender & CommonOptions & {
-  /** Prefix of the Redis keys; 'swl:' by default. */
+  /** Prefix of the Redis keys; 'rl:' by default, as rate-limit-redis's. */
   prefix?: string;
+  /**
+   * Follows rate-limit-redis's key (prefix + key) in our log's name: ':swl' by default, so that both can run on one server;
+   * '' (with prefix 'swl:') keeps the keys of redis-swl 0.3.
+   */
+  keySuffix?: string;
   /** The limit to check against when express-rate-limit's is a function: the largest it returns. */
   limit?: number;
 };

@@ -77,7 +77,7 @@ for (const module of [true, false]) {
               codes.push(response.status);
             }
             assert.deepEqual(codes, [200, 200, 429], user);
-            const [node, times, kind] = await logOf(`swl:${user}`);
+            const [node, times, kind] = await logOf(`rl:${user}:swl`);
             assert.deepEqual([times.length, kind], [2, encoding], user);
             nodes.add(node.port);
           }
