@@ -98,6 +98,15 @@ it('installs into a fresh app, which loads the library it carries', async () => 
   }
 });
 
+it('installs beside node-redis 4, which its peer range takes', async () => {
+  const app = path.join(scratch, 'app-redis4');
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app-redis4', private: true }));
+  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', 'redis@4.7.1', tarball.path], { cwd: app });
+  const installed = (name) => JSON.parse(fs.readFileSync(path.join(app, 'node_modules', name, 'package.json'))).version;
+  assert.deepEqual([installed('redis'), installed('redis-swl')], ['4.7.1', '0.3.0']);
+});
+
 it('has types that compile under tsc --strict as an application uses them', async () => {
   const tsc = path.join(PACKAGE, 'node_modules', '.bin', 'tsc');
   await run(tsc, ['-p', path.join(__dirname, 'types', 'tsconfig.json')], { cwd: PACKAGE });
