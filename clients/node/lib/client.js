@@ -266,19 +266,26 @@ class SWL {
   }
 
   // Resolves true or false (whether the server has the module), or null
-  // where it would not say.
+  // where it would not say. A server that refuses FUNCTION LIST or LOAD
+  // still has no module: the library is then loaded, if it can be, when
+  // FCALL finds it missing.
   async ask(key) {
-    try {
-      const info = await this.send(key, ['COMMAND', 'INFO', CHECK.command], true, false);
+    const answer = async (command, then) => {
+      try {
+        return then(await this.send(key, command, true, false));
+      } catch (error) {
+        if (isErrorReply(error)) return null;
+        throw error;
+      }
+    };
+    const hasModule = await answer(['COMMAND', 'INFO', CHECK.command], (info) => {
       if (!Array.isArray(info) || info.length !== 1) return null;
-      if (info[0] !== null && info[0] !== undefined) return true;
-      const libraries = await this.send(key, ['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], true, false);
-      if (Array.isArray(libraries) && libraries.length === 0) await this.loadLibrary({ key });
-      return false;
-    } catch (error) {
-      if (isErrorReply(error)) return null;
-      throw error;
-    }
+      return info[0] !== null && info[0] !== undefined;
+    });
+    if (hasModule !== false) return hasModule;
+    const missing = await answer(['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], (list) => Array.isArray(list) && list.length === 0);
+    if (missing) await this.loadLibrary({ key });
+    return false;
   }
 
   // Checks a request of `cost` units against `limit` per `windowMs` (and

@@ -149,6 +149,29 @@ describe('the client', () => {
     });
   }
 
+  for (const module of [true, false]) {
+    it(`finds its way where ACL refuses COMMAND and FUNCTION LIST (${module ? 'the module' : 'the library'})`, async () => {
+      const server = await RedisServer.start({ module });
+      const admin = await server.client();
+      const { createClient } = require('redis');
+      const client = createClient({ url: `redis://limited:secret@127.0.0.1:${server.port}` });
+      client.on('error', () => {});
+      try {
+        await admin.sendCommand(['ACL', 'SETUSER', 'limited', 'on', '>secret', '~*', '+@all', '-command', '-function|list']);
+        if (!module) await new SWL({ client: admin }).loadLibrary();
+        await client.connect();
+        const swl = new SWL({ client });
+        assert.equal((await swl.check('acl', 60000, 1)).allowed, true);
+        assert.equal((await swl.check('acl', 60000, 1)).allowed, false);
+        assert.equal(swl.usesLibrary, !module);
+      } finally {
+        if (client.isOpen) client.destroy();
+        admin.destroy();
+        await server.stop();
+      }
+    });
+  }
+
   it('replaces a library from before on request', async () => {
     const server = await RedisServer.start({ module: false });
     const client = await server.client();
