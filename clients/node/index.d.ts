@@ -110,8 +110,13 @@ export declare class SWL {
 }
 
 export type SwlStoreOptions = Sender & CommonOptions & {
-  /** Prefix of the Redis keys; 'swl:' by default. */
+  /** Prefix of the Redis keys; 'rl:' by default, as rate-limit-redis's. */
   prefix?: string;
+  /**
+   * Follows rate-limit-redis's key (prefix + key) in our log's name: ':swl' by default, so that both can run on one server;
+   * '' (with prefix 'swl:') keeps the keys of redis-swl 0.3.
+   */
+  keySuffix?: string;
   /** The limit to check against when express-rate-limit's is a function: the largest it returns. */
   limit?: number;
 };
@@ -142,7 +147,16 @@ export interface RateLimiterSwlOptions extends CommonOptions {
   /** Seconds: a whole number of milliseconds. */
   duration?: number;
   keyPrefix?: string;
+  /**
+   * Follows the key RateLimiterRedis would use (keyPrefix:key) in our log's name: ':swl' by default, so that both can run on
+   * one server; '' keeps the keys of redis-swl 0.3.
+   */
+  keySuffix?: string;
   blockDuration?: number;
+  /** Points, rejected consumes included, at which a key is blocked for blockDuration (more than points). */
+  blockOnConsumed?: number;
+  /** Fail a call at once (to the insurance limiter) while the client is not connected, rather than queue it. */
+  rejectIfRedisNotReady?: boolean;
   /** A rate-limiter-flexible limiter that answers while Redis cannot. */
   insuranceLimiter?: object;
 }
@@ -161,12 +175,15 @@ export declare class RateLimiterSwl {
   readonly points: number;
   readonly duration: number;
   readonly keyPrefix: string;
-  consume(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
-  penalty(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
-  reward(key: string | number, points?: number, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  consume(key: string | number, points?: number | string, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  penalty(key: string | number, points?: number | string, options?: { customDuration?: number }): Promise<RateLimiterResult>;
+  reward(key: string | number, points?: number | string, options?: { customDuration?: number }): Promise<RateLimiterResult>;
   get(key: string | number, options?: { customDuration?: number }): Promise<RateLimiterResult | null>;
   delete(key: string | number): Promise<boolean>;
+  /** 0 blocks for ever. */
   block(key: string | number, secDuration: number): Promise<RateLimiterResult>;
+  /** The key RateLimiterRedis would use; our log is at getKey(key) + keySuffix. */
+  getKey(key: string | number): string;
 }
 
 /** The most windows one call takes (the first and its WINDOW clauses): 100. */

@@ -110,6 +110,13 @@ class UncertainOutcomeError extends Error {
   }
 }
 
+// The library's name (its first line: #!lua name=swl).
+const LIBRARY_NAME = 'swl';
+
+// Whether a server has the module, by the client or function that reaches
+// it (see SWL.probe).
+const PROBES = new WeakMap();
+
 // The names of an error's classes, its own first.
 function classesOf(error) {
   const names = [];
@@ -118,6 +125,10 @@ function classesOf(error) {
   }
   return names;
 }
+
+// The server answered with an error (node-redis ErrorReply, ioredis
+// ReplyError): the command changed nothing.
+const isErrorReply = (error) => classesOf(error).some((name) => name === 'ErrorReply' || name === 'ReplyError');
 
 // Errors of a command the client refused before writing it: node-redis
 // closed or offline, or its own timeout for a command still queued (not
@@ -130,8 +141,8 @@ const NOT_WRITTEN = ['ClientClosedError', 'ClientOfflineError', 'TimeoutError', 
 // before writing it.
 function mayHaveRun(error) {
   if (error instanceof TimeoutError) return true; // timeoutMs: the command is out
+  if (isErrorReply(error)) return false;
   const classes = classesOf(error);
-  if (classes.some((name) => name === 'ErrorReply' || name === 'ReplyError')) return false;
   if (NOT_WRITTEN.includes(classes[0])) return false;
   return !/enableOfflineQueue options is false/.test(messageOf(error));
 }
@@ -206,6 +217,8 @@ class SWL {
   // still be carried out.
   constructor(options = {}) {
     const send = senderOf(options);
+    // What the module probe's answer is shared by.
+    this.sender = options.client || options.sendCommand || options.sendCommandCluster;
     // Each command has timeoutMs of its own: a call that loads the library
     // sends three.
     this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
@@ -213,6 +226,66 @@ class SWL {
     checkEncoding(this.encoding);
     // True once the server answered that it has no module.
     this.usesLibrary = false;
+    // Whether the server has the module, asked once before the first
+    // command (see probe).
+    this.probed = null;
+  }
+
+  // Asks the server once whether it has the module (COMMAND INFO, which
+  // changes nothing), so that the first check already goes to SWL.CHECK or
+  // to FCALL: trying SWL.CHECK first would cost a round trip, and a later
+  // call not awaited would overtake it. The answer is shared by every SWL
+  // over the same client or function (limiters made per route or per
+  // request ask once). Every command of this SWL waits for the same
+  // promise, one tick each, so they leave in the order they were called.
+  // Without the module, the library is loaded here too where the server
+  // lacks it, for the same reason. A server that refuses COMMAND (ACL) is
+  // tried as before: SWL.CHECK, then FCALL on "unknown command". A probe
+  // that failed otherwise (no connection) is asked again by the next call.
+  probe(key) {
+    if (!this.probed) {
+      let shared = PROBES.get(this.sender);
+      if (!shared) {
+        shared = this.ask(key);
+        PROBES.set(this.sender, shared);
+        shared.catch(() => {
+          if (PROBES.get(this.sender) === shared) PROBES.delete(this.sender);
+        });
+      }
+      this.probed = shared.then(
+        (hasModule) => {
+          if (hasModule === false) this.usesLibrary = true;
+        },
+        (error) => {
+          this.probed = null;
+          throw error;
+        },
+      );
+    }
+    return this.probed;
+  }
+
+  // Resolves true or false (whether the server has the module), or null
+  // where it would not say. A server that refuses FUNCTION LIST or LOAD
+  // still has no module: the library is then loaded, if it can be, when
+  // FCALL finds it missing.
+  async ask(key) {
+    const answer = async (command, then) => {
+      try {
+        return then(await this.send(key, command, true, false));
+      } catch (error) {
+        if (isErrorReply(error)) return null;
+        throw error;
+      }
+    };
+    const hasModule = await answer(['COMMAND', 'INFO', CHECK.command], (info) => {
+      if (!Array.isArray(info) || info.length !== 1) return null;
+      return info[0] !== null && info[0] !== undefined;
+    });
+    if (hasModule !== false) return hasModule;
+    const missing = await answer(['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], (list) => Array.isArray(list) && list.length === 0);
+    if (missing) await this.loadLibrary({ key });
+    return false;
   }
 
   // Checks a request of `cost` units against `limit` per `windowMs` (and
@@ -253,6 +326,7 @@ class SWL {
 
   // Removes the log: resolves true if there was one.
   async delete(key) {
+    await this.probe(key);
     const deleted = await this.send(key, ['DEL', key], false);
     return Number(deleted) === 1;
   }
@@ -284,6 +358,7 @@ class SWL {
         throw new UncertainOutcomeError(sent[0] === 'FCALL' ? sent[1] : sent[0], key, error);
       }
     };
+    await this.probe(key);
     if (!this.usesLibrary) {
       try {
         return await send([command, key, ...args], readOnly);

@@ -7,14 +7,27 @@
 
 const { SWL } = require('./client');
 
+// What follows rate-limit-redis's key name in ours: RedisStore keeps a
+// counter (a string) at `prefix + key`, and a log there would answer its
+// calls, and ours, with WRONGTYPE while both run.
+const KEY_SUFFIX = ':swl';
+
 class SwlStore {
   // options: sendCommand or sendCommandCluster (as rate-limit-redis takes
-  // them) or client; prefix ('swl:'); limit, for a rate limiter whose
-  // limit is a function (the largest it returns); encoding and timeoutMs
-  // as SWL takes them.
+  // them, called with `this` the store, as it calls them, for subclasses)
+  // or client; prefix ('rl:', as RedisStore's); keySuffix (':swl'; '' and
+  // prefix 'swl:' keep the keys of redis-swl 0.3); limit, for a rate
+  // limiter whose limit is a function (the largest it returns); encoding
+  // and timeoutMs as SWL takes them.
   constructor(options = {}) {
-    this.swl = new SWL(options);
-    this.prefix = options.prefix === undefined ? 'swl:' : String(options.prefix);
+    const bound = { ...options };
+    for (const name of ['sendCommand', 'sendCommandCluster']) {
+      if (typeof options[name] === 'function') bound[name] = options[name].bind(this);
+    }
+    this.swl = new SWL(bound);
+    this.prefix = options.prefix === undefined ? 'rl:' : String(options.prefix);
+    this.keySuffix = options.keySuffix === undefined ? KEY_SUFFIX : options.keySuffix;
+    if (typeof this.keySuffix !== 'string') throw new TypeError('SwlStore: keySuffix must be a string');
     this.fixedLimit = options.limit;
     this.windowMs = undefined;
     this.limit = undefined;
@@ -48,8 +61,9 @@ class SwlStore {
     this.decrements = Boolean(options.skipFailedRequests || options.skipSuccessfulRequests);
   }
 
+  // The log of a client: rate-limit-redis's key for it, and the suffix.
   key(key) {
-    return this.prefix + key;
+    return this.prefix + key + this.keySuffix;
   }
 
   async increment(key) {
@@ -116,4 +130,4 @@ class SwlStore {
   }
 }
 
-module.exports = { SwlStore };
+module.exports = { SwlStore, KEY_SUFFIX };

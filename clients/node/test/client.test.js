@@ -105,6 +105,12 @@ describe('the client', () => {
     const client = await server.client();
     try {
       const swl = new SWL({ client, timeoutMs: 100 });
+      // The first call asks whether the server has the module: a check
+      // that timed out waiting for that answer was never sent.
+      server.pause();
+      await assert.rejects(swl.check('k0', 1000, 1), (error) => error instanceof TimeoutError);
+      server.resume();
+      await swl.peek('k', 1000, 1);
       server.pause();
       const started = Date.now();
       // The check is out, and may still be carried out: no certain failure.
@@ -118,6 +124,53 @@ describe('the client', () => {
       await server.stop();
     }
   });
+
+  for (const module of [true, false]) {
+    it(`sends the first call where it belongs, and calls not awaited in order (${module ? 'the module' : 'the library'})`, async () => {
+      const server = await RedisServer.start({ module });
+      const client = await server.client();
+      await client.sendCommand(['CONFIG', 'RESETSTAT']); // node-redis's CLIENT SETINFO is unknown to Redis 7.0
+      try {
+        for (const [name, swl] of [['client', new SWL({ client })], ['sendCommand', new SWL({ sendCommand: (...args) => client.sendCommand(args) })]]) {
+          const key = `order:${name}`;
+          const checked = swl.check(key, 60000, 5);
+          const deleted = swl.delete(key);
+          assert.equal((await checked).allowed, true);
+          assert.equal(await deleted, true);
+          assert.equal(await client.exists(key), 0);
+        }
+        // No SWL.CHECK was tried on a server without the module.
+        const errors = await client.sendCommand(['INFO', 'errorstats']);
+        assert.equal(/errorstat_ERR:/.test(errors), false, errors);
+      } finally {
+        client.destroy();
+        await server.stop();
+      }
+    });
+  }
+
+  for (const module of [true, false]) {
+    it(`finds its way where ACL refuses COMMAND and FUNCTION LIST (${module ? 'the module' : 'the library'})`, async () => {
+      const server = await RedisServer.start({ module });
+      const admin = await server.client();
+      const { createClient } = require('redis');
+      const client = createClient({ url: `redis://limited:secret@127.0.0.1:${server.port}` });
+      client.on('error', () => {});
+      try {
+        await admin.sendCommand(['ACL', 'SETUSER', 'limited', 'on', '>secret', '~*', '+@all', '-command', '-function|list']);
+        if (!module) await new SWL({ client: admin }).loadLibrary();
+        await client.connect();
+        const swl = new SWL({ client });
+        assert.equal((await swl.check('acl', 60000, 1)).allowed, true);
+        assert.equal((await swl.check('acl', 60000, 1)).allowed, false);
+        assert.equal(swl.usesLibrary, !module);
+      } finally {
+        if (client.isOpen) client.destroy();
+        admin.destroy();
+        await server.stop();
+      }
+    });
+  }
 
   it('replaces a library from before on request', async () => {
     const server = await RedisServer.start({ module: false });

@@ -77,7 +77,7 @@ for (const module of [true, false]) {
               codes.push(response.status);
             }
             assert.deepEqual(codes, [200, 200, 429], user);
-            const [node, times, kind] = await logOf(`swl:${user}`);
+            const [node, times, kind] = await logOf(`rl:${user}:swl`);
             assert.deepEqual([times.length, kind], [2, encoding], user);
             nodes.add(node.port);
           }
@@ -105,7 +105,7 @@ for (const module of [true, false]) {
           assert.equal((await limiter.reward(user, 1)).consumedPoints, 1);
           seen.push(await limiter.consume(user).then((r) => r.remainingPoints, () => 'rejected'));
           assert.deepEqual(seen, [1, 0, 'rejected', 0], user);
-          const [, times, kind] = await logOf(`rlf:${user}`);
+          const [, times, kind] = await logOf(`rlf:${user}:swl`);
           assert.deepEqual([times.length, kind], [2, encoding], user);
           assert.equal(await limiter.delete(user), true);
           assert.equal(await limiter.get(user), null);

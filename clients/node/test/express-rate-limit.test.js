@@ -98,8 +98,8 @@ for (const module of [true, false]) {
           await both(3);
           assert.deepEqual(seen.fixed, [200, 200, 200, 200, 200, 200]);
           assert.deepEqual(seen.sliding, [200, 200, 200, 200, 429, 429]);
-          assert.equal(await logKind(redis, `swl:${user}`), encoding);
-          assert.equal((await entries(`swl:${user}`)).length, 3);
+          assert.equal(await logKind(redis, `rl:${user}:swl`), encoding);
+          assert.equal((await entries(`rl:${user}:swl`)).length, 3);
         } finally {
           await sliding.close();
           await fixed.close();
@@ -125,7 +125,7 @@ for (const module of [true, false]) {
             [200, '"2-in-1min"; r=0; t=60', policy, null],
             [429, '"2-in-1min"; r=0; t=60', policy, '60'],
           ]);
-          assert.equal((await entries(`h:${user}`)).length, 2);
+          assert.equal((await entries(`h:${user}:swl`)).length, 2);
         } finally {
           await app.close();
         }
@@ -135,7 +135,7 @@ for (const module of [true, false]) {
         it(`gives back failed requests with skipFailedRequests, and nothing for a denial (${version})`, async () => {
           const user = `skip-${version}-${encoding}`;
           const store = new SwlStore({ sendCommand, encoding, prefix: `skip-${version}:` });
-          const key = `skip-${version}:${user}`;
+          const key = `skip-${version}:${user}:swl`;
           const app = await startApp(rateLimit({
             windowMs: 60000, limit: 2, keyGenerator: byUser, skipFailedRequests: true, store,
           }));
@@ -192,7 +192,7 @@ describe('SwlStore', () => {
           await eventually(() => store.denials.size, 0);
         }
         assert.deepEqual(codes, [500, 500, 500, 500, 500, 429, 429, 429, 429, 429, 429, 429]);
-        assert.equal((await redis.sendCommand(['SWL.ENTRIES', 'async:u'])).length, 5);
+        assert.equal((await redis.sendCommand(['SWL.ENTRIES', 'async:u:swl'])).length, 5);
       } finally {
         listening.closeAllConnections();
         listening.close();
@@ -223,6 +223,39 @@ describe('SwlStore', () => {
     }
   });
 
+  it('calls sendCommand and sendCommandCluster with this the store, as RedisStore does', async () => {
+    const server = await RedisServer.start();
+    const redis = await server.client();
+    try {
+      class CountingStore extends SwlStore {}
+      const seen = [];
+      const stores = [
+        new CountingStore({
+          sendCommand(...args) {
+            seen.push(this instanceof CountingStore);
+            return redis.sendCommand(args);
+          },
+        }),
+        new CountingStore({
+          sendCommandCluster({ command }) {
+            seen.push(this instanceof CountingStore);
+            return redis.sendCommand(command);
+          },
+        }),
+      ];
+      for (const store of stores) {
+        store.init({ windowMs: 60000, limit: 2 });
+        assert.equal((await store.increment('bound')).totalHits, 1);
+        await store.resetKey('bound');
+      }
+      assert.ok(seen.length >= 4);
+      assert.deepEqual(new Set(seen), new Set([true]));
+    } finally {
+      redis.destroy();
+      await server.stop();
+    }
+  });
+
   it('says what it needs when the limit is a function', async () => {
     const store = new SwlStore({ sendCommand: () => Promise.reject(new Error('not called')) });
     const errors = [];
@@ -244,7 +277,7 @@ describe('SwlStore', () => {
         assert.deepEqual(await statuses(app, '/ok', 'gold', 4), [200, 200, 200, 429]);
         // The store admits up to 3; express-rate-limit denies above 1.
         assert.deepEqual(await statuses(app, '/ok', 'plain', 4), [200, 429, 429, 429]);
-        assert.equal((await redis.sendCommand(['SWL.ENTRIES', 'swl:plain'])).length, 3);
+        assert.equal((await redis.sendCommand(['SWL.ENTRIES', 'rl:plain:swl'])).length, 3);
       } finally {
         await app.close();
       }

@@ -29,7 +29,7 @@ after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 it('packs the code, the types and the library, and nothing else', () => {
   assert.deepEqual(tarball.files, [
-    'README.md', 'index.d.ts', 'index.js', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
+    'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
     'lib/local.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
   ]);
 });
@@ -77,6 +77,16 @@ it('installs into a fresh app, which loads the library it carries', async () => 
     assert.deepEqual(JSON.parse(alone.stdout), [
       13, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
     ]);
+    // As an ES module: SwlStore is the default export, as RedisStore is
+    // rate-limit-redis's, and every name is there; require is unchanged.
+    const esm = await run('node', ['--input-type=module', '-e', `
+      import SwlStore, * as swl from 'redis-swl';
+      import { createRequire } from 'node:module';
+      const cjs = createRequire(import.meta.url)('redis-swl');
+      const names = Object.keys(swl).filter((name) => name !== 'default').sort();
+      console.log(JSON.stringify([SwlStore === cjs.SwlStore, swl.SWL === cjs.SWL, names.join() === Object.keys(cjs).sort().join(), 'default' in cjs]));
+    `], { cwd: app });
+    assert.deepEqual(JSON.parse(esm.stdout), [true, true, true, false]);
     const probe = await server.client();
     try {
       assert.equal((await probe.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'swl'])).length, 1);
@@ -86,6 +96,15 @@ it('installs into a fresh app, which loads the library it carries', async () => 
   } finally {
     await server.stop();
   }
+});
+
+it('installs beside node-redis 4, which its peer range takes', async () => {
+  const app = path.join(scratch, 'app-redis4');
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app-redis4', private: true }));
+  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', 'redis@4.7.1', tarball.path], { cwd: app });
+  const installed = (name) => JSON.parse(fs.readFileSync(path.join(app, 'node_modules', name, 'package.json'))).version;
+  assert.deepEqual([installed('redis'), installed('redis-swl')], ['4.7.1', '0.3.0']);
 });
 
 it('has types that compile under tsc --strict as an application uses them', async () => {
@@ -104,6 +123,13 @@ it('has types that compile under tsc --strict as an application uses them', asyn
     '  return verdict.allowed && store.prefix === "p:" && limiter.points === 1;',
     '}',
   ].join('\n'));
+  // An ES module gets SwlStore as the default export.
+  fs.writeFileSync(path.join(app, 'module.mts'), [
+    "import SwlStore, { SWL } from 'redis-swl';",
+    'declare const client: object;',
+    'export const store: SwlStore = new SwlStore({ client, keySuffix: "" });',
+    'export const swl: SWL = new SWL({ client });',
+  ].join('\n'));
   await run(tsc, ['--strict', '--noEmit', '--module', 'node16', '--moduleResolution', 'node16', '--target', 'es2022',
-    '--typeRoots', path.join(PACKAGE, 'node_modules', '@types'), '--types', 'node', 'alone.ts'], { cwd: app });
+    '--typeRoots', path.join(PACKAGE, 'node_modules', '@types'), '--types', 'node', 'alone.ts', 'module.mts'], { cwd: app });
 });

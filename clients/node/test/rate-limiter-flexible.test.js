@@ -6,7 +6,7 @@
 const assert = require('node:assert/strict');
 const { describe, it, before, after } = require('node:test');
 const Redis = require('ioredis');
-const { RateLimiterRedis, RateLimiterRes } = require('rate-limiter-flexible');
+const { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } = require('rate-limiter-flexible');
 const { RateLimiterSwl } = require('..');
 const { ENCODINGS, RedisServer, logKind } = require('./servers');
 
@@ -61,7 +61,7 @@ for (const backend of BACKENDS) {
       const rl = limiter();
       const next = random(backend.encoding.length * 7919 + (backend.module ? 1 : 2));
       const key = 'model';
-      const rlKey = `rlswl:${key}`;
+      const rlKey = `rlswl:${key}:swl`;
       let count = 0;
       // When the newest entry leaves the window, on the server's entries;
       // the call ran between `before` and `after`.
@@ -152,7 +152,7 @@ for (const backend of BACKENDS) {
       assert.equal(outcome, 'rejected');
       assert.ok(value.msBeforeNext > 0 && value.msBeforeNext <= 1000, String(value.msBeforeNext));
       assert.equal((await rl.get('blocked')).consumedPoints, POINTS + 1);
-      const ttl = await redis.pTTL('rlswl:blocked');
+      const ttl = await redis.pTTL('rlswl:blocked:swl');
       assert.ok(ttl > 0 && ttl <= 1000, String(ttl));
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, start + 1000 - Date.now()) + 20));
       assert.deepEqual(await rl.consume('blocked'), res(POINTS - 1, WINDOW_MS, 1, true));
@@ -166,7 +166,7 @@ for (const backend of BACKENDS) {
         assert.equal(outcome, 'rejected');
         assert.ok(value.msBeforeNext > 5000 && value.msBeforeNext <= 6000, String(value.msBeforeNext));
       }
-      assert.equal((await entries('rlswl:short')).length, 3);
+      assert.equal((await entries('rlswl:short:swl')).length, 3);
     });
 
     it('blocks for blockDuration at the rejection that crosses the limit, and only then', async () => {
@@ -176,24 +176,138 @@ for (const backend of BACKENDS) {
       assert.deepEqual([outcome, value], ['rejected', res(0, 90000, 1, false)]);
       // points + 1 entries that leave the window in 90 s, as RateLimiterRedis
       // sets points + 1.
-      assert.equal((await entries('rlswl:b')).length, 3);
+      assert.equal((await entries('rlswl:b:swl')).length, 3);
       for (let i = 0; i < 3; i += 1) {
         const [again, blocked] = await settle(rl.consume('b'));
         assert.equal(again, 'rejected');
         assert.ok(blocked.msBeforeNext > 89000 && blocked.msBeforeNext <= 90000, String(blocked.msBeforeNext));
       }
-      assert.equal((await entries('rlswl:b')).length, 3);
-      const ttl = await redis.pTTL('rlswl:b');
+      assert.equal((await entries('rlswl:b:swl')).length, 3);
+      const ttl = await redis.pTTL('rlswl:b:swl');
       assert.ok(ttl > 89000 && ttl <= 90000, String(ttl));
+    });
+
+    it('blocks for blockDuration a consume of more than points, as RateLimiterRedis does', async () => {
+      const rl = limiter({ points: 2, blockDuration: 90 });
+      const [outcome, value] = await settle(rl.consume('big', 3));
+      assert.deepEqual([outcome, value], ['rejected', res(0, 90000, 0, false)]);
+      assert.equal((await entries('rlswl:big:swl')).length, 3);
+      const [again, blocked] = await settle(rl.consume('big'));
+      assert.equal(again, 'rejected');
+      assert.ok(blocked.msBeforeNext > 89000 && blocked.msBeforeNext <= 90000, String(blocked.msBeforeNext));
+      if (backend.client === 'node-redis') {
+        const fixed = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: 2, duration: 60, blockDuration: 90, keyPrefix: 'rlfixed' });
+        const [fixedOutcome, fixedValue] = await settle(fixed.consume('big', 3));
+        assert.deepEqual([fixedOutcome, fixedValue.msBeforeNext], ['rejected', 90000]);
+      }
+    });
+
+    it('takes a cost given as a string of an integer, and refuses other strings as RateLimiterRedis does', async () => {
+      const insuranceLimiter = new RateLimiterMemory({ points: POINTS, duration: WINDOW_MS / 1000 });
+      const rl = limiter({ insuranceLimiter });
+      assert.deepEqual(await rl.consume('text', '2'), res(POINTS - 2, WINDOW_MS, 2, true));
+      assert.deepEqual(await rl.penalty('text', '1'), res(POINTS - 3, WINDOW_MS, 3, false));
+      assert.equal((await rl.reward('text', '1')).consumedPoints, 2);
+      assert.equal((await entries('rlswl:text:swl')).length, 2);
+      assert.equal(await insuranceLimiter.get('text'), null);
+      const bare = limiter();
+      await assert.rejects(bare.consume('text', '1.5'), { message: 'Consuming string different than integer values is not supported by this package' });
+      await assert.rejects(bare.consume('text', 1.5), { message: 'Consuming decimal number of points is not supported by this package' });
+      assert.equal((await entries('rlswl:text:swl')).length, 2);
+    });
+
+    it('keeps the order of calls not awaited from the first call on', async () => {
+      const rl = limiter();
+      const consumed = rl.consume('ordered');
+      const deleted = rl.delete('ordered');
+      assert.deepEqual(await consumed, res(POINTS - 1, WINDOW_MS, 1, true));
+      assert.equal(await deleted, true);
+      assert.equal(await redis.exists('rlswl:ordered:swl'), 0);
+    });
+
+    it('blocks at blockOnConsumed, counting rejected consumes toward it as RateLimiterRedis does', async () => {
+      const rl = limiter({ points: 2, blockOnConsumed: 4, blockDuration: 90 });
+      const run = async (l, key) => {
+        const seen = [];
+        for (let i = 0; i < 5; i += 1) {
+          const [outcome, value] = await settle(l.consume(key));
+          seen.push(outcome === 'resolved' ? 'resolved' : value.msBeforeNext > 61000);
+        }
+        return seen;
+      };
+      // Two admitted; the third rejected by the window; the fourth reaches
+      // 4 and blocks for 90 s; the fifth finds the block.
+      assert.deepEqual(await run(rl, 'boc'), ['resolved', 'resolved', false, true, true]);
+      // 3 recorded, then the block's 4; nothing more while blocked.
+      assert.equal((await entries('rlswl:boc:swl')).length, 7);
+      if (backend.client === 'node-redis') {
+        const fixed = new RateLimiterRedis({ storeClient: redis, useRedisPackage: true, points: 2, duration: 60, blockOnConsumed: 4, blockDuration: 90, keyPrefix: 'rlfixed' });
+        assert.deepEqual(await run(fixed, 'boc'), ['resolved', 'resolved', false, true, true]);
+      }
+    });
+
+    it('blocks for ever with a duration of 0, as RateLimiterRedis does', async () => {
+      const rl = limiter();
+      assert.deepEqual(await rl.block('forever', 0), res(0, -1, POINTS + 1, false));
+      const [outcome, value] = await settle(rl.consume('forever'));
+      assert.deepEqual([outcome, value], ['rejected', res(0, -1, POINTS, false)]);
+      assert.deepEqual(await rl.get('forever'), res(0, -1, POINTS + 1, false));
+      const ttl = await redis.pTTL('rlswl:forever:swl');
+      assert.ok(ttl > 99 * 365 * 24 * 3600 * 1000, String(ttl));
     });
   });
 }
 
 describe('RateLimiterSwl', () => {
+  it('answers from the insurance limiter at once while the client is not ready, with rejectIfRedisNotReady', async () => {
+    const server = await RedisServer.start();
+    const client = await server.client();
+    try {
+      const insuranceLimiter = new RateLimiterMemory({ points: 3, duration: 60 });
+      const rl = new RateLimiterSwl({ storeClient: client, points: 5, duration: 60, rejectIfRedisNotReady: true, insuranceLimiter });
+      assert.deepEqual(await rl.consume('user'), res(4, 60000, 1, true));
+      const down = new Promise((resolve) => { client.once('reconnecting', resolve); });
+      await server.kill();
+      await down;
+      assert.equal(client.isReady, false);
+      // Within a second (the client's offline queue would hold the call
+      // until it reconnects): the insurance limiter's own first point.
+      const answer = await Promise.race([
+        rl.consume('user'),
+        new Promise((resolve) => { setTimeout(resolve, 1000, 'queued').unref(); }),
+      ]);
+      assert.deepEqual(answer, res(2, 60000, 1, true));
+    } finally {
+      client.destroy();
+      await server.stop();
+    }
+  });
+
+  it('raises a block that failed after a rejection', async () => {
+    const server = await RedisServer.start();
+    const client = await server.client();
+    try {
+      // The block is the check that gives its own time: it fails.
+      const storeClient = {
+        sendCommand: (command, options) => (command[0] === 'SWL.CHECK' && command[4] !== '*'
+          ? Promise.reject(new Error('the block failed'))
+          : client.sendCommand(command, options)),
+      };
+      const rl = new RateLimiterSwl({ storeClient, points: 2, duration: 60, blockDuration: 90 });
+      await assert.rejects(rl.consume('user', 3), /the block failed/);
+      await rl.consume('user', 2);
+      await assert.rejects(rl.consume('user'), /the block failed/);
+    } finally {
+      client.destroy();
+      await server.stop();
+    }
+  });
+
   it('refuses what a sliding log cannot do', async () => {
     const storeClient = { sendCommand() {} };
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 1, inMemoryBlockOnConsumed: 10 }),
       /inMemoryBlockOnConsumed is not supported/);
+    assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 1, keySuffix: 1 }), /keySuffix must be a string/);
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0.0001 }), /not a window of whole milliseconds/);
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0 }), /not a window of whole milliseconds/);
     await assert.rejects(new RateLimiterSwl({ storeClient, points: 5, duration: 1 }).set('k', 1, 1), /set is not supported/);
