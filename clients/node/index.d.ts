@@ -70,7 +70,7 @@ export type Sender =
   | { client: object; sendCommand?: never; sendCommandCluster?: never };
 
 export interface CommonOptions {
-  /** How logs the function library creates are stored; the module's own setting decides where it is loaded. */
+  /** How logs the function library creates are stored ('compact' by default); the module's own setting decides where it is loaded. */
   encoding?: Encoding;
   /**
    * After this long a command rejects (each command of a call: loading the library takes three): a check or refund with an
@@ -228,5 +228,5 @@ export interface RateLimitMiddleware {
 export declare function rateLimit(options: RateLimitOptions): RateLimitMiddleware;
 export declare function clientAddress(req: RequestLike): string;
 export declare function rateLimitHeaders(verdict: Verdict): Record<string, string>;
-/** The function library this package ships, creating new logs in `encoding`. */
+/** The function library this package ships, creating new logs in `encoding` ('compact' by default). */
 export declare function librarySource(encoding?: Encoding): string;

@@ -209,8 +209,9 @@ function ioredisSender(client) {
 
 class SWL {
   // options: one of sendCommand, sendCommandCluster or client (see
-  // senderOf); encoding of logs the library creates ('zset' or
-  // 'compact'; the module's own setting decides where it is loaded);
+  // senderOf); encoding of logs the library creates ('compact', the
+  // default, or 'zset'; the module's own setting decides where it is
+  // loaded);
   // timeoutMs, after which a command rejects with a TimeoutError (none by
   // default: the client's own timeouts apply), or for a check or refund
   // with an UncertainOutcomeError: the command is not taken back, and may
@@ -222,7 +223,7 @@ class SWL {
     // Each command has timeoutMs of its own: a call that loads the library
     // sends three.
     this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
-    this.encoding = options.encoding === undefined ? 'zset' : options.encoding;
+    this.encoding = options.encoding === undefined ? 'compact' : options.encoding;
     checkEncoding(this.encoding);
     // True once the server answered that it has no module.
     this.usesLibrary = false;

@@ -18,9 +18,10 @@ function checkEncoding(encoding) {
   }
 }
 
-// The library's source, creating new logs in `encoding`: 'zset' (a sorted
-// set) or 'compact' (a compact log). Read once per encoding.
-function librarySource(encoding = 'zset') {
+// The library's source, creating new logs in `encoding`: 'compact' (a
+// compact log, the default) or 'zset' (a sorted set). Read once per
+// encoding.
+function librarySource(encoding = 'compact') {
   checkEncoding(encoding);
   let source = sources.get(encoding);
   if (source === undefined) {

@@ -116,7 +116,7 @@ function rateLimit({
   maxLocalClients = 10000,
   keyPrefix = 'rl:',
   key = clientAddress,
-  encoding = 'zset',
+  encoding = 'compact',
 }) {
   if (!POLICIES.includes(policy)) {
     throw new TypeError(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);

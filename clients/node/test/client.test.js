@@ -196,7 +196,8 @@ describe('the client', () => {
 
   it('ships the repository library, with the encoding set', () => {
     const repository = fs.readFileSync(path.join(ROOT, 'scripts', 'swl.lua'), 'utf8');
-    assert.equal(librarySource('zset'), repository);
-    assert.equal(librarySource('compact'), repository.replace("\nlocal ENCODING = 'zset'\n", "\nlocal ENCODING = 'compact'\n"));
+    assert.equal(librarySource(), repository);
+    assert.equal(librarySource('compact'), repository);
+    assert.equal(librarySource('zset'), repository.replace("\nlocal ENCODING = 'compact'\n", "\nlocal ENCODING = 'zset'\n"));
   });
 });
