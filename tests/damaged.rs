@@ -212,8 +212,13 @@ fn after_any_admitted_reply_the_cost_was_recorded() {
             }
             // What the call does, not an expiry an earlier call set:
             // refunding the entries a damaged log shows as newest can
-            // leave it with none, which expires it at once.
+            // leave it with none, which expires it at once (and it may be
+            // gone by now: the round ends there).
             let _: i64 = redis::cmd("PERSIST").arg(key).query(&mut con).unwrap();
+            let exists: i64 = redis::cmd("EXISTS").arg(key).query(&mut con).unwrap();
+            if exists == 0 {
+                break;
+            }
             let before = get(&mut con, key);
             let name = if refund { "refund" } else { "check" };
             let context = format!("round {round} step {step} {via:?} {name} {args:?}");
