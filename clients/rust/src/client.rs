@@ -52,14 +52,16 @@ impl Encoding {
 /// ```
 /// use redis_swl_client::{library_source, Encoding};
 /// assert!(library_source(Encoding::Compact).contains("local ENCODING = 'compact'"));
-/// assert!(library_source(Encoding::Zset).contains("redis.register_function"));
+/// assert!(library_source(Encoding::Zset).contains("local ENCODING = 'zset'"));
 /// ```
 pub fn library_source(encoding: Encoding) -> &'static str {
-    static COMPACT: OnceLock<String> = OnceLock::new();
+    static ZSET: OnceLock<String> = OnceLock::new();
     match encoding {
-        Encoding::Zset => LIBRARY,
-        Encoding::Compact => COMPACT
-            .get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'compact'\n", 1)),
+        // The library as shipped creates compact logs.
+        Encoding::Compact => LIBRARY,
+        Encoding::Zset => {
+            ZSET.get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'zset'\n", 1))
+        }
     }
 }
 
