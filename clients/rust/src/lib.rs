@@ -28,11 +28,13 @@
 //! Features: `axum` (the layer: [`RateLimiter`], [`RateLimitLayer`]),
 //! `cluster` (the client over redis-rs's async cluster connection).
 
+mod cache;
 mod client;
 #[cfg(feature = "axum")]
 mod layer;
 mod local;
 
+pub use cache::DenialCache;
 pub use client::{library_source, Encoding, Error, Options, Swl, Verdict};
 #[cfg(feature = "axum")]
 pub use layer::{
