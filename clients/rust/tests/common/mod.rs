@@ -5,6 +5,9 @@
 //! bench run their apps on.
 #![allow(dead_code)]
 
+#[cfg(feature = "axum")]
+pub mod http;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
