@@ -235,11 +235,14 @@ pub struct Config {
     /// `RateLimit-Source: cache`), without a call to Redis; 0 turns the
     /// cache off. See [`DenialCache`].
     pub denial_cache_keys: usize,
+    /// The limiter's name in its metrics (the `metrics` feature): a fixed
+    /// name such as `api` or `login`, never a path or a key.
+    pub name: String,
 }
 
 impl Config {
     /// Cost 1, failing open, a 50 ms timeout, keys `rl:<client address>`,
-    /// no refunds, a denial cache of 10,000 keys.
+    /// no refunds, a denial cache of 10,000 keys, named `default`.
     ///
     /// ```
     /// use redis_swl_client::{Config, FailurePolicy};
@@ -264,6 +267,7 @@ impl Config {
             }),
             encoding: Encoding::Zset,
             denial_cache_keys: DenialCache::DEFAULT_KEYS,
+            name: "default".to_string(),
         }
     }
 }
@@ -397,6 +401,8 @@ impl RateLimiter {
         let options = Options::new()
             .cost(config.cost)
             .windows(config.windows[1..].iter().copied());
+        #[cfg(feature = "metrics")]
+        describe_metrics();
         Ok(Arc::new(RateLimiter {
             options,
             client,
@@ -643,6 +649,44 @@ impl RateLimiter {
     }
 }
 
+#[cfg(feature = "metrics")]
+const DECISIONS: &str = "redis_swl_decisions_total";
+#[cfg(feature = "metrics")]
+const DECISION_SECONDS: &str = "redis_swl_decision_seconds";
+
+/// Tells the installed recorder what the metrics mean.
+#[cfg(feature = "metrics")]
+fn describe_metrics() {
+    metrics::describe_counter!(
+        DECISIONS,
+        "Requests decided by a redis-swl limiter, by limiter, decision (admitted, denied) and source (redis, cache, local, open, closed)"
+    );
+    metrics::describe_histogram!(
+        DECISION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a redis-swl limiter took to decide a request, by limiter and source"
+    );
+}
+
+#[cfg(feature = "metrics")]
+impl RateLimiter {
+    /// Counts a decision and the time it took, labelled by the limiter's
+    /// name and who decided.
+    fn count(&self, decision: &Result<(Verdict, Source), StatusCode>, took: Duration) {
+        let (admitted, source) = match decision {
+            Ok((verdict, source)) => (verdict.allowed, source.name()),
+            Err(StatusCode::OK) => (true, "open"),
+            Err(_) => (false, "closed"),
+        };
+        let name = self.config.name.clone();
+        let decision = if admitted { "admitted" } else { "denied" };
+        metrics::counter!(DECISIONS, "limiter" => name.clone(), "decision" => decision, "source" => source)
+            .increment(1);
+        metrics::histogram!(DECISION_SECONDS, "limiter" => name, "source" => source)
+            .record(took.as_secs_f64());
+    }
+}
+
 /// The layer [`RateLimiter::layer`] makes.
 ///
 /// ```
@@ -715,6 +759,8 @@ where
             let request = Request::from_parts(parts, body);
             let decided = Instant::now();
             let decision = limiter.decide(&key).await;
+            #[cfg(feature = "metrics")]
+            limiter.count(&decision, decided.elapsed());
             let (verdict, source) = match decision {
                 Ok(decided) => decided,
                 Err(StatusCode::OK) => {
