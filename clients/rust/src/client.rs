@@ -309,10 +309,11 @@ impl Options {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// A check, refund or reset was sent and no reply came: it timed out, or the
-    /// connection was lost while waiting. The server may or may not have
-    /// carried it out, so the request may or may not have been recorded (or
-    /// given back). Never given for a peek, which changes nothing.
+    /// A check, refund or reset was sent and no reply came: it timed out,
+    /// or the connection was lost while waiting. The server may or may not
+    /// have carried it out, so the request may or may not have been
+    /// recorded (or given back, or deleted). Never given for a peek, which
+    /// changes nothing.
     UncertainOutcome(redis::RedisError),
     /// Any other failure: an error reply (which changed nothing), a
     /// connection that failed before the command went out, a reply that is
@@ -596,8 +597,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         refunded
     }
 
-    /// Deletes `key`'s log (DEL): its client starts afresh. Any log may be
-    /// deleted so; this one also drops the key's cached denials.
+    /// Deletes `key`'s log (DEL), so that its client starts afresh, and
+    /// drops the key's cached denials (a DEL sent another way leaves them
+    /// to their wait).
     ///
     /// ```no_run
     /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
