@@ -1,7 +1,8 @@
 //! The layer's cost per request, in one run on one machine: the same axum
 //! app without a limiter, with tower_governor's in-process limiter, and
 //! with this crate's layer on a redis-server with the module (clients
-//! admitted, and clients at their limit) and through the function library.
+//! admitted, and clients at their limit, asking Redis or answered by the
+//! denial cache) and through the function library.
 //! Each app is driven over real HTTP by 32 keep-alive connections, each for
 //! its own clients; what is reported is the time per request and how much
 //! the limiter adds to the bare app's. Run by `make bench`:
@@ -114,12 +115,14 @@ async fn drive(address: SocketAddr) -> (f64, Vec<(u16, usize)>) {
     (micros, statuses.into_iter().collect())
 }
 
-/// The layer on `server`, with keys of its own under `prefix`.
-fn layer(server: &Server, prefix: &str, limit: u64, encoding: Encoding) -> Router {
+/// The layer on `server`, with keys of its own under `prefix`, with the
+/// denial cache or without it.
+fn layer(server: &Server, prefix: &str, limit: u64, encoding: Encoding, cache: bool) -> Router {
     let limiter = RateLimiter::new(Config {
         key: by_client(),
         key_prefix: prefix.to_string(),
         encoding,
+        denial_cache_keys: if cache { 10_000 } else { 0 },
         ..Config::new(server.url(), vec![(3_600_000, limit)])
     })
     .unwrap();
@@ -145,15 +148,19 @@ async fn main() {
         ),
         (
             "redis-swl layer, admitted",
-            layer(&module, "admitted:", requests, Encoding::Compact),
+            layer(&module, "admitted:", requests, Encoding::Compact, true),
         ),
         (
             "redis-swl layer, at the limit",
-            layer(&module, "limited:", 10, Encoding::Compact),
+            layer(&module, "limited:", 10, Encoding::Compact, false),
+        ),
+        (
+            "redis-swl layer, limit, cached",
+            layer(&module, "cached:", 10, Encoding::Compact, true),
         ),
         (
             "redis-swl layer, library",
-            layer(&library, "library:", requests, Encoding::Compact),
+            layer(&library, "library:", requests, Encoding::Compact, true),
         ),
     ];
     println!(

@@ -5,9 +5,12 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisResult};
+
+use crate::DenialCache;
 
 /// The function library, `scripts/swl.lua` of the repository this crate was
 /// built from (the crate's `swl.lua` is a link to it, packaged as the file).
@@ -52,14 +55,16 @@ impl Encoding {
 /// ```
 /// use redis_swl_client::{library_source, Encoding};
 /// assert!(library_source(Encoding::Compact).contains("local ENCODING = 'compact'"));
-/// assert!(library_source(Encoding::Zset).contains("redis.register_function"));
+/// assert!(library_source(Encoding::Zset).contains("local ENCODING = 'zset'"));
 /// ```
 pub fn library_source(encoding: Encoding) -> &'static str {
-    static COMPACT: OnceLock<String> = OnceLock::new();
+    static ZSET: OnceLock<String> = OnceLock::new();
     match encoding {
-        Encoding::Zset => LIBRARY,
-        Encoding::Compact => COMPACT
-            .get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'compact'\n", 1)),
+        // The library as shipped creates compact logs.
+        Encoding::Compact => LIBRARY,
+        Encoding::Zset => {
+            ZSET.get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'zset'\n", 1))
+        }
     }
 }
 
@@ -152,8 +157,8 @@ impl Verdict {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    cost: u64,
-    windows: Vec<(u64, u64)>,
+    pub(crate) cost: u64,
+    pub(crate) windows: Vec<(u64, u64)>,
     now_ms: Option<u64>,
     penalize: bool,
     oldest: bool,
@@ -247,6 +252,13 @@ impl Options {
         self
     }
 
+    /// Whether a check of these options may use a denial cache: not with
+    /// PENALIZE, which records denied requests in Redis, nor at a time of
+    /// the caller's, which the cache's monotonic clock cannot place.
+    pub(crate) fn cacheable(&self) -> bool {
+        !self.penalize && self.now_ms.is_none()
+    }
+
     /// The arguments after the key, as the module and the library take them.
     ///
     /// ```
@@ -297,10 +309,11 @@ impl Options {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// A check or refund was sent and no reply came: it timed out, or the
-    /// connection was lost while waiting. The server may or may not have
-    /// carried it out, so the request may or may not have been recorded (or
-    /// given back). Never given for a peek, which changes nothing.
+    /// A check, refund or reset was sent and no reply came: it timed out,
+    /// or the connection was lost while waiting. The server may or may not
+    /// have carried it out, so the request may or may not have been
+    /// recorded (or given back, or deleted). Never given for a peek, which
+    /// changes nothing.
     UncertainOutcome(redis::RedisError),
     /// Any other failure: an error reply (which changed nothing), a
     /// connection that failed before the command went out, a reply that is
@@ -433,6 +446,7 @@ pub struct Swl<C> {
     connection: C,
     encoding: Encoding,
     uses_library: AtomicBool,
+    denials: Option<DenialCache>,
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
@@ -451,7 +465,31 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
             connection,
             encoding: Encoding::Zset,
             uses_library: AtomicBool::new(false),
+            denials: None,
         }
+    }
+
+    /// Answers checks from `cache` while a denial Redis gave for the same
+    /// key and windows, and a cost no larger, is still waiting: denied,
+    /// with the wait left, without a command (none by default; the layer
+    /// has one of its own). [`refund`](Swl::refund) and
+    /// [`reset`](Swl::reset) drop the key's cached denials; see
+    /// [`DenialCache`] for what else can end a wait early. Clients over
+    /// one process's connections may share a cache.
+    ///
+    /// ```no_run
+    /// # async fn example(connection: redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+    /// use redis_swl_client::{DenialCache, Options, Swl};
+    /// let swl = Swl::new(connection).with_denial_cache(DenialCache::new(DenialCache::DEFAULT_KEYS));
+    /// let first = swl.check("rl:alice", 1_000, 1, &Options::new()).await?;
+    /// let second = swl.check("rl:alice", 1_000, 1, &Options::new()).await?; // no command
+    /// assert!(!second.allowed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_denial_cache(mut self, cache: DenialCache) -> Swl<C> {
+        self.denials = Some(cache);
+        self
     }
 
     /// The encoding of logs the library creates (the module's own setting
@@ -500,7 +538,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         limit: u64,
         options: &Options,
     ) -> Result<Verdict, Error> {
-        self.run(CHECK, key, options.args(window_ms, limit)).await
+        let Some(cache) = &self.denials else {
+            return self.run(CHECK, key, options.args(window_ms, limit)).await;
+        };
+        let first = (window_ms, limit);
+        if let Some(cached) = cache.answer(key, first, options, Instant::now()) {
+            return Ok(cached);
+        }
+        let ticket = cache.ticket();
+        let verdict = self.run(CHECK, key, options.args(window_ms, limit)).await?;
+        cache.keep(key, first, options, &verdict, ticket, Instant::now());
+        Ok(verdict)
     }
 
     /// What [`check`](Swl::check) would reply now, changing nothing.
@@ -541,7 +589,40 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         limit: u64,
         options: &Options,
     ) -> Result<Verdict, Error> {
-        self.run(REFUND, key, options.args(window_ms, limit)).await
+        let refunded = self.run(REFUND, key, options.args(window_ms, limit)).await;
+        // Also after a failure: it may have been carried out.
+        if let Some(cache) = &self.denials {
+            cache.forget(key);
+        }
+        refunded
+    }
+
+    /// Deletes `key`'s log (DEL), so that its client starts afresh, and
+    /// drops the key's cached denials (a DEL sent another way leaves them
+    /// to their wait).
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
+    /// swl.reset("rl:alice").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reset(&self, key: &str) -> Result<(), Error> {
+        let mut connection = self.connection.clone();
+        let deleted = redis::cmd("DEL")
+            .arg(key)
+            .query_async::<i64>(&mut connection)
+            .await;
+        if let Some(cache) = &self.denials {
+            cache.forget(key);
+        }
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_timeout() || error.is_connection_dropped() => {
+                Err(Error::UncertainOutcome(error))
+            }
+            Err(error) => Err(Error::Redis(error)),
+        }
     }
 
     /// Loads the function library (on a cluster, on every primary), or with

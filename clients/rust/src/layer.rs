@@ -21,7 +21,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::{Encoding, Error, LocalLimiter, Options, Swl, Verdict, MAX_WINDOWS};
+use crate::{DenialCache, Encoding, Error, LocalLimiter, Options, Swl, Verdict, MAX_WINDOWS};
 
 /// What answers when Redis cannot.
 ///
@@ -230,11 +230,19 @@ pub struct Config {
     pub failed: FailedFn,
     /// How logs the function library creates are stored.
     pub encoding: Encoding,
+    /// Keys whose denials are remembered, to answer their next requests
+    /// in the process until the wait Redis gave has passed (with
+    /// `RateLimit-Source: cache`), without a call to Redis; 0 turns the
+    /// cache off. See [`DenialCache`].
+    pub denial_cache_keys: usize,
+    /// The limiter's name in its metrics (the `metrics` feature): a fixed
+    /// name such as `api` or `login`, never a path or a key.
+    pub name: String,
 }
 
 impl Config {
     /// Cost 1, failing open, a 50 ms timeout, keys `rl:<client address>`,
-    /// no refunds.
+    /// no refunds, a denial cache of 10,000 keys, named `default`.
     ///
     /// ```
     /// use redis_swl_client::{Config, FailurePolicy};
@@ -258,6 +266,8 @@ impl Config {
                 status.is_client_error() || status.is_server_error()
             }),
             encoding: Encoding::Zset,
+            denial_cache_keys: DenialCache::DEFAULT_KEYS,
+            name: "default".to_string(),
         }
     }
 }
@@ -319,6 +329,8 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
     Redis,
+    /// The denial cache, repeating a denial of Redis's.
+    Cache,
     Local,
 }
 
@@ -340,6 +352,8 @@ pub struct RateLimiter {
     backoff: Mutex<Backoff>,
     local: Mutex<LocalLimiter>,
     failures: AtomicU64,
+    /// Outlives connections, which are replaced after failures.
+    denials: Option<DenialCache>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -387,14 +401,18 @@ impl RateLimiter {
         let options = Options::new()
             .cost(config.cost)
             .windows(config.windows[1..].iter().copied());
+        #[cfg(feature = "metrics")]
+        describe_metrics();
         Ok(Arc::new(RateLimiter {
-            config,
             options,
             client,
             connection: tokio::sync::Mutex::new(None),
             backoff: Mutex::new(Backoff::default()),
             local: Mutex::new(LocalLimiter::new(max_clients)),
             failures: AtomicU64::new(0),
+            denials: (config.denial_cache_keys > 0)
+                .then(|| DenialCache::new(config.denial_cache_keys)),
+            config,
         }))
     }
 
@@ -438,6 +456,31 @@ impl RateLimiter {
         self.failures.load(Ordering::Relaxed)
     }
 
+    /// Deletes the log of `client` (what the key function returned for its
+    /// requests, before the prefix), so that its next request is admitted
+    /// as a new client's, and drops its denials from this process's cache.
+    /// Under the local policy, the local limiter's log is dropped too.
+    ///
+    /// ```no_run
+    /// # async fn example(limiter: std::sync::Arc<redis_swl_client::RateLimiter>) -> Result<(), redis_swl_client::Error> {
+    /// limiter.reset("203.0.113.9").await?; // keys rl:203.0.113.9
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reset(&self, client: &str) -> Result<(), Error> {
+        let key = format!("{}{client}", self.config.key_prefix);
+        let reset = async { self.swl().await?.reset(&key).await };
+        let outcome = tokio::time::timeout(self.config.timeout * 4, reset).await;
+        if let Some(denials) = &self.denials {
+            denials.forget(&key);
+        }
+        self.lock(&self.local).forget(&key);
+        outcome.unwrap_or_else(|elapsed| {
+            let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed);
+            Err(Error::UncertainOutcome(timed_out.into()))
+        })
+    }
+
     /// The connection's client, connecting if there is none.
     async fn swl(&self) -> redis::RedisResult<Arc<Swl<ConnectionManager>>> {
         let mut slot = self.connection.lock().await;
@@ -478,6 +521,10 @@ impl RateLimiter {
         // call sends at most four: a command the server lacks, the FCALL
         // that finds no library, FUNCTION LOAD and the FCALL again.
         let outcome = tokio::time::timeout(self.config.timeout * 4, call).await;
+        if let (true, Some(denials)) = (refund, &self.denials) {
+            // Also when it failed: it may have been carried out.
+            denials.forget(key);
+        }
         let failure = match outcome {
             Ok(Ok(verdict)) => {
                 if !refund {
@@ -535,7 +582,20 @@ impl RateLimiter {
     /// The decision for a request: Redis's, the local limiter's, or the
     /// policy's status (200 to admit unlimited, 503 to refuse).
     async fn decide(&self, key: &str) -> Result<(Verdict, Source), StatusCode> {
+        let first = self.config.windows[0];
+        let ticket = match &self.denials {
+            Some(denials) => {
+                if let Some(verdict) = denials.answer(key, first, &self.options, Instant::now()) {
+                    return Ok((verdict, Source::Cache));
+                }
+                denials.ticket()
+            }
+            None => 0,
+        };
         if let Some(verdict) = self.redis(key, false).await {
+            if let Some(denials) = &self.denials {
+                denials.keep(key, first, &self.options, &verdict, ticket, Instant::now());
+            }
             return Ok((verdict, Source::Redis));
         }
         self.failures.fetch_add(1, Ordering::Relaxed);
@@ -578,12 +638,52 @@ impl RateLimiter {
                     limiter.redis(&key, true).await;
                 });
             }
+            // A cached verdict is a denial: nothing to give back.
+            Source::Cache => {}
             Source::Local => {
                 let mut local = self.lock(&self.local);
                 // Windows RateLimiter::new took are never too many.
                 let _ = local.refund(&key, &self.config.windows, now_ms(), self.config.cost);
             }
         }
+    }
+}
+
+#[cfg(feature = "metrics")]
+const DECISIONS: &str = "redis_swl_decisions_total";
+#[cfg(feature = "metrics")]
+const DECISION_SECONDS: &str = "redis_swl_decision_seconds";
+
+/// Tells the installed recorder what the metrics mean.
+#[cfg(feature = "metrics")]
+fn describe_metrics() {
+    metrics::describe_counter!(
+        DECISIONS,
+        "Requests decided by a redis-swl limiter, by limiter, decision (admitted, denied) and source (redis, cache, local, open, closed)"
+    );
+    metrics::describe_histogram!(
+        DECISION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a redis-swl limiter took to decide a request, by limiter and source"
+    );
+}
+
+#[cfg(feature = "metrics")]
+impl RateLimiter {
+    /// Counts a decision and the time it took, labelled by the limiter's
+    /// name and who decided.
+    fn count(&self, decision: &Result<(Verdict, Source), StatusCode>, took: Duration) {
+        let (admitted, source) = match decision {
+            Ok((verdict, source)) => (verdict.allowed, source.name()),
+            Err(StatusCode::OK) => (true, "open"),
+            Err(_) => (false, "closed"),
+        };
+        let name = self.config.name.clone();
+        let decision = if admitted { "admitted" } else { "denied" };
+        metrics::counter!(DECISIONS, "limiter" => name.clone(), "decision" => decision, "source" => source)
+            .increment(1);
+        metrics::histogram!(DECISION_SECONDS, "limiter" => name, "source" => source)
+            .record(took.as_secs_f64());
     }
 }
 
@@ -658,7 +758,10 @@ where
             );
             let request = Request::from_parts(parts, body);
             let decided = Instant::now();
-            let (verdict, source) = match limiter.decide(&key).await {
+            let decision = limiter.decide(&key).await;
+            #[cfg(feature = "metrics")]
+            limiter.count(&decision, decided.elapsed());
+            let (verdict, source) = match decision {
                 Ok(decided) => decided,
                 Err(StatusCode::OK) => {
                     let mut response = inner.call(request).await?;
@@ -699,20 +802,23 @@ where
                     headers.insert(name, value);
                 }
             }
-            source_header(
-                headers,
-                if source == Source::Redis {
-                    "redis"
-                } else {
-                    "local"
-                },
-            );
+            source_header(headers, source.name());
             Ok(response)
         })
     }
 }
 
-/// Says which answered: redis, local, open or closed.
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::Redis => "redis",
+            Source::Cache => "cache",
+            Source::Local => "local",
+        }
+    }
+}
+
+/// Says which answered: redis, cache, local, open or closed.
 fn source_header(headers: &mut HeaderMap, source: &'static str) {
     headers.insert("ratelimit-source", HeaderValue::from_static(source));
 }

@@ -26,13 +26,19 @@
 //! ```
 //!
 //! Features: `axum` (the layer: [`RateLimiter`], [`RateLimitLayer`]),
-//! `cluster` (the client over redis-rs's async cluster connection).
+//! `cluster` (the client over redis-rs's async cluster connection),
+//! `metrics` (the layer's decisions and their latency through the
+//! [`metrics`](https://docs.rs/metrics) facade: `redis_swl_decisions_total`
+//! by `limiter`, `decision` and `source`, `redis_swl_decision_seconds` by
+//! `limiter` and `source`).
 
+mod cache;
 mod client;
 #[cfg(feature = "axum")]
 mod layer;
 mod local;
 
+pub use cache::DenialCache;
 pub use client::{library_source, Encoding, Error, Options, Swl, Verdict};
 #[cfg(feature = "axum")]
 pub use layer::{

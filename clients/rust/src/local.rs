@@ -155,6 +155,22 @@ impl LocalLimiter {
         Ok(verdict)
     }
 
+    /// Forgets `key`'s log: its next call starts afresh.
+    ///
+    /// ```
+    /// use redis_swl_client::LocalLimiter;
+    /// let mut local = LocalLimiter::new(100);
+    /// local.check("k", &[(1_000, 1)], 5_000, 1)?;
+    /// local.forget("k");
+    /// assert!(local.check("k", &[(1_000, 1)], 5_001, 1)?.allowed);
+    /// # Ok::<(), redis_swl_client::TooManyWindows>(())
+    /// ```
+    pub fn forget(&mut self, key: &str) {
+        if let Some((used, _)) = self.logs.remove(key) {
+            self.by_use.remove(&used);
+        }
+    }
+
     fn trimmed(
         &mut self,
         key: &str,

@@ -185,12 +185,13 @@ async fn a_library_from_before_is_replaced() {
 #[test]
 fn the_library_is_the_repository_one() {
     let repository = std::fs::read_to_string(common::repository().join("scripts/swl.lua")).unwrap();
-    assert_eq!(library_source(Encoding::Zset), repository);
+    assert!(repository.contains("\nlocal ENCODING = 'compact'\n"));
+    assert_eq!(library_source(Encoding::Compact), repository);
     assert_eq!(
-        library_source(Encoding::Compact),
+        library_source(Encoding::Zset),
         repository.replace(
-            "\nlocal ENCODING = 'zset'\n",
-            "\nlocal ENCODING = 'compact'\n"
+            "\nlocal ENCODING = 'compact'\n",
+            "\nlocal ENCODING = 'zset'\n"
         )
     );
 }

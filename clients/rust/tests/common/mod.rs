@@ -5,6 +5,9 @@
 //! bench run their apps on.
 #![allow(dead_code)]
 
+#[cfg(feature = "axum")]
+pub mod http;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -322,4 +325,18 @@ pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
         .unwrap();
     });
     address
+}
+
+/// How many times the server has run `command` (INFO commandstats):
+/// `swl.check`, `fcall`, ...
+pub fn calls(server: &Server, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connect())
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count of calls"))
 }
