@@ -22,9 +22,11 @@ PORT ?= 6379
 # no password.
 BIND ?= 127.0.0.1
 CARGO ?= cargo
-MODULE := $(abspath target/release/libredis_swl.so)
+# SWL_MODULE, where set, names another build to load, as the tests take it
+# (make test's, which tests/docs.rs serves with make serve).
+MODULE := $(abspath $(or $(SWL_MODULE),target/release/libredis_swl.so))
 
-.PHONY: setup build run serve test bench lint
+.PHONY: setup build run serve test bench lint module
 
 setup:
 	@bash scripts/setup.sh
@@ -45,7 +47,9 @@ serve:
 	mkdir -p $(RUN_DIR)
 	exec redis-server --port $(PORT) --bind $(BIND) --save '' --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE) $(ARGS)
 
-test: build lint
+# The tests load the module as releases ship it.
+test: MODULE = $(RELEASE_MODULE)
+test: module lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
 	bash scripts/setup-python.sh
 	cd clients/python && SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 \
@@ -76,3 +80,10 @@ lint:
 	$(CARGO) fmt --check $(CLIENT)
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-features --all-targets --quiet -- -D warnings
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-targets --quiet -- -D warnings
+
+# The module for this machine as releases ship it (zig, glibc 2.17),
+# checked from its headers.
+ARCH := $(shell uname -m)
+RELEASE_MODULE := $(abspath target/$(ARCH)-unknown-linux-gnu/release/libredis_swl.so)
+module: setup
+	bash scripts/build-module.sh $(ARCH)-gnu
