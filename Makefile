@@ -15,7 +15,11 @@
 #            against SwlStore and RateLimiterSwl, then the Rust layer on
 #            axum against the bare app and tower_governor
 # make lint  rustfmt and clippy, as CI checks them
-# run, test and bench install what is missing first (scripts/setup.sh).
+# make dist  every file of a release into dist/ (scripts/dist.sh): the
+#            module for Linux x86_64 and aarch64, glibc 2.17+ and musl, the
+#            function library, the Python, Node and Rust packages, SHA256SUMS
+# make dist-test  checks them as a user meets them (scripts/dist-test.py)
+# run, test, bench and dist install what is missing first (scripts/setup*.sh).
 
 PORT ?= 6379
 # Loopback only unless told otherwise: a server for trying things out has
@@ -26,7 +30,7 @@ CARGO ?= cargo
 # (make test's, which tests/docs.rs serves with make serve).
 MODULE := $(abspath $(or $(SWL_MODULE),target/release/libredis_swl.so))
 
-.PHONY: setup build run serve test bench lint module
+.PHONY: setup build run serve test bench lint module dist dist-test
 
 setup:
 	@bash scripts/setup.sh
@@ -82,8 +86,14 @@ lint:
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-targets --quiet -- -D warnings
 
 # The module for this machine as releases ship it (zig, glibc 2.17),
-# checked from its headers.
+# checked from its headers; make dist builds every platform's.
 ARCH := $(shell uname -m)
 RELEASE_MODULE := $(abspath target/$(ARCH)-unknown-linux-gnu/release/libredis_swl.so)
 module: setup
 	bash scripts/build-module.sh $(ARCH)-gnu
+
+dist:
+	bash scripts/dist.sh
+
+dist-test:
+	python3 scripts/dist-test.py
