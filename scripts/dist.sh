@@ -20,8 +20,8 @@ platforms=(x86_64-gnu x86_64-musl aarch64-gnu aarch64-musl)
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
     echo "dist: warning: the work tree has changes that no commit holds" >&2
 fi
-# Archive entries dated by the last commit, so that the same commit makes
-# the same tarballs.
+# Archive entries dated by the last commit rather than by the build, owned
+# by root, in name order.
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 bash scripts/setup.sh
