@@ -15,16 +15,22 @@
 #            against SwlStore and RateLimiterSwl, then the Rust layer on
 #            axum against the bare app and tower_governor
 # make lint  rustfmt and clippy, as CI checks them
-# run, test and bench install what is missing first (scripts/setup.sh).
+# make dist  every file of a release into dist/ (scripts/dist.sh): the
+#            module for Linux x86_64 and aarch64, glibc 2.17+ and musl, the
+#            function library, the Python, Node and Rust packages, SHA256SUMS
+# make dist-test  checks them as a user meets them (scripts/dist-test.py)
+# run, test, bench and dist install what is missing first (scripts/setup*.sh).
 
 PORT ?= 6379
 # Loopback only unless told otherwise: a server for trying things out has
 # no password.
 BIND ?= 127.0.0.1
 CARGO ?= cargo
-MODULE := $(abspath target/release/libredis_swl.so)
+# SWL_MODULE, where set, names another build to load, as the tests take it
+# (make test's, which tests/docs.rs serves with make serve).
+MODULE := $(abspath $(or $(SWL_MODULE),target/release/libredis_swl.so))
 
-.PHONY: setup build run serve test bench lint
+.PHONY: setup build run serve test bench lint module dist dist-test
 
 setup:
 	@bash scripts/setup.sh
@@ -45,7 +51,9 @@ serve:
 	mkdir -p $(RUN_DIR)
 	exec redis-server --port $(PORT) --bind $(BIND) --save '' --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE) $(ARGS)
 
-test: build lint
+# The tests load the module as releases ship it.
+test: MODULE = $(RELEASE_MODULE)
+test: module lint
 	SWL_MODULE=$(MODULE) $(CARGO) test --all-targets
 	bash scripts/setup-python.sh
 	cd clients/python && SWL_MODULE=$(MODULE) PYTHONDONTWRITEBYTECODE=1 \
@@ -76,3 +84,16 @@ lint:
 	$(CARGO) fmt --check $(CLIENT)
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-features --all-targets --quiet -- -D warnings
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-targets --quiet -- -D warnings
+
+# The module for this machine as releases ship it (zig, glibc 2.17),
+# checked from its headers; make dist builds every platform's.
+ARCH := $(shell uname -m)
+RELEASE_MODULE := $(abspath target/$(ARCH)-unknown-linux-gnu/release/libredis_swl.so)
+module: setup
+	bash scripts/build-module.sh $(ARCH)-gnu
+
+dist:
+	bash scripts/dist.sh
+
+dist-test:
+	python3 scripts/dist-test.py

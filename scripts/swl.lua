@@ -1448,3 +1448,6 @@ redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags
 -- A refund only frees memory, so it runs when the server is out of it.
 redis.register_function { function_name = 'swl_refund', callback = swl_refund, flags = { 'allow-oom' } }
 redis.register_function { function_name = 'swl_entries', callback = swl_entries, flags = { 'no-writes' } }
+-- The release this library is part of (Cargo.toml's version): FCALL_RO swl_version 0.
+local VERSION = '0.3.0'
+redis.register_function { function_name = 'swl_version', callback = function() return VERSION end, flags = { 'no-writes' } }

@@ -17,3 +17,10 @@ if (fs.existsSync(source)) {
   console.error(`redis-swl: no function library: neither ${source} nor ${target}`);
   process.exit(1);
 }
+
+// The repository's LICENSE as well: npm packs a LICENSE whatever "files"
+// says, but only from the package's own folder.
+const license = path.join(__dirname, '..', '..', '..', 'LICENSE');
+if (fs.existsSync(license)) {
+  fs.copyFileSync(license, path.join(__dirname, '..', 'LICENSE'));
+}

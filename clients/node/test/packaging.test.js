@@ -16,6 +16,7 @@ const { ROOT, RedisServer } = require('./servers');
 const run = promisify(execFile);
 const PACKAGE = path.resolve(__dirname, '..');
 const LIBRARY = fs.readFileSync(path.join(ROOT, 'scripts', 'swl.lua'));
+const LICENSE = fs.readFileSync(path.join(ROOT, 'LICENSE'));
 
 let scratch;
 let tarball;
@@ -27,9 +28,9 @@ before(async () => {
 });
 after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
-it('packs the code, the types and the library, and nothing else', () => {
+it('packs the code, the types, the library and the license, and nothing else', () => {
   assert.deepEqual(tarball.files, [
-    'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
+    'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
     'lib/local.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
   ]);
 });
@@ -41,6 +42,7 @@ it('installs into a fresh app, which loads the library it carries', async () => 
   await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], { cwd: app });
   const installed = path.join(app, 'node_modules', 'redis-swl');
   assert.ok(fs.readFileSync(path.join(installed, 'swl.lua')).equals(LIBRARY));
+  assert.ok(fs.readFileSync(path.join(installed, 'LICENSE')).equals(LICENSE));
   assert.deepEqual(fs.readdirSync(path.join(app, 'node_modules')).sort(), ['.package-lock.json', 'redis-swl']);
 
   // The app's own node-redis: the one installed here, found through

@@ -6,12 +6,15 @@ also registers the ``swl+redis://`` storages with ``limits`` (Flask-Limiter,
 slowapi) where ``limits`` is installed (``pip install redis-swl[limits]``).
 """
 
+from importlib.metadata import version as _version
+
 from ._protocol import UncertainOutcomeError, Verdict, Window, library_source
 from .aio import AsyncSWL
 from .client import SWL
 
 __all__ = ["SWL", "AsyncSWL", "UncertainOutcomeError", "Verdict", "Window", "library_source"]
-__version__ = "0.3.0"
+# The installed distribution's, which hatch_build.py takes from Cargo.toml.
+__version__ = _version("redis-swl")
 
 try:
     import limits as _limits  # noqa: F401
