@@ -115,7 +115,7 @@ def test_the_moving_window_is_limits_own(start_server, module, encoding):
     limiter.test(item, "alice")
     limiter.get_window_stats(item, "alice")
     assert command_calls(client, module) - calls == 3
-    key = f"LIMITS:{item.key_for('alice')}"
+    key = f"LIMITS:{item.key_for('alice')}:swl"
     assert log_kind(client, key) == encoding
     assert client.ttl(key) > 3500
     storage.reset()
@@ -131,7 +131,7 @@ def test_the_asyncio_moving_window_is_the_same(start_server, module, encoding):
                                       swl_encoding=encoding)
         item = parse("5/hour")
         await drive(AsyncMovingWindow(storage), item, "bob")
-        assert log_kind(server.client(), f"LIMITS:{item.key_for('bob')}") == encoding
+        assert log_kind(server.client(), f"LIMITS:{item.key_for('bob')}:swl") == encoding
         await storage.reset()
 
     asyncio.run(run())
