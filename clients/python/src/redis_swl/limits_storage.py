@@ -28,6 +28,10 @@ A log lives at the key ``limits`` would give the same moving window, plus
 a LIST at that name, which a redis-swl log must never meet (each would fail
 on the other with WRONGTYPE). ``key_suffix=""`` keeps the names of redis-swl
 0.3, for an application that runs no ``redis://`` moving window beside.
+
+Importing this module also makes ``limits``' ``MovingWindowRateLimiter.test``
+(sync and asyncio) refuse, on these storages only, a cost that ``hit`` would
+refuse: the storage is not told the cost of a test.
 """
 
 from __future__ import annotations
@@ -210,3 +214,43 @@ class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStora
         self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
         self.key_suffix = key_suffix
 
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _refusing_costs_above_the_cap(test: F) -> F:
+    """``limits``' ``MovingWindowRateLimiter.test``, refusing on these
+    storages a cost that ``hit`` refuses (the storage's
+    ``get_moving_window`` is not given the cost); unchanged on any other."""
+    if getattr(test, "_swl_refuses_costs", False):
+        return test
+
+    @functools.wraps(test)
+    def refusing(self: Any, item: Any, *identifiers: str, cost: int = 1) -> Any:
+        if isinstance(self.storage, (_SWLMovingWindow, _AsyncSWLMovingWindow)):
+            _cost_fits(item.amount, cost)
+        return test(self, item, *identifiers, cost=cost)
+
+    refusing._swl_refuses_costs = True  # type: ignore[attr-defined]
+    return refusing  # type: ignore[return-value]
+
+
+def _async_refusing_costs_above_the_cap(test: F) -> F:
+    """:func:`_refusing_costs_above_the_cap` for ``limits.aio``."""
+    if getattr(test, "_swl_refuses_costs", False):
+        return test
+
+    @functools.wraps(test)
+    async def refusing(self: Any, item: Any, *identifiers: str, cost: int = 1) -> Any:
+        if isinstance(self.storage, (_SWLMovingWindow, _AsyncSWLMovingWindow)):
+            _cost_fits(item.amount, cost)
+        return await test(self, item, *identifiers, cost=cost)
+
+    refusing._swl_refuses_costs = True  # type: ignore[attr-defined]
+    return refusing  # type: ignore[return-value]
+
+
+_strategies.MovingWindowRateLimiter.test = _refusing_costs_above_the_cap(  # type: ignore[method-assign]
+    _strategies.MovingWindowRateLimiter.test)
+_async_strategies.MovingWindowRateLimiter.test = _async_refusing_costs_above_the_cap(  # type: ignore[method-assign]
+    _async_strategies.MovingWindowRateLimiter.test)
