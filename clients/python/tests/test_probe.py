@@ -166,3 +166,31 @@ def test_the_probe_needs_no_permission_beyond_the_calls(start_server, module):
     assert limiter.check("rl:k", 1000, 3, now_ms=1000) == admitted(0)
     assert limiter.peek("rl:k", 1000, 3, now_ms=1000) == admitted(1)
     assert limiter.uses_library is not module
+
+
+def test_threads_waiting_for_a_probe_that_fails_fail_with_it(start_server, command_log):
+    server = start_server(False, args=DEBUG)
+    log = command_log(server)
+    limiter = SWL(client_of(log, socket_timeout=0.2))
+    assert limiter.client.ping()
+    barrier = threading.Barrier(CALLS + 1)
+    errors = []
+
+    def call() -> None:
+        barrier.wait()
+        try:
+            limiter.check("k", 1000, 3, now_ms=1000)
+        except redis.RedisError as error:
+            errors.append(error)
+
+    stall = Stall(server.port)
+    threads = [threading.Thread(target=call) for _ in range(CALLS)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    for thread in threads:
+        thread.join()
+    stall.wait()
+    # One probe, one timeout: the others did not probe again in turn.
+    assert [type(error) for error in errors] == [redis.TimeoutError] * CALLS
+    assert log.named("SWL.CHECK", "FCALL") == [PROBE]

@@ -46,8 +46,9 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     may not have been recorded.
 
     Calls made before the client knows whether the server has the module
-    (one probe, shared) wait for it and then go in the order they were
-    made: none goes ahead of an earlier one.
+    (one probe, shared) wait for it and then go on in the order they were
+    made: none goes ahead of an earlier one (on connections of their own
+    that redis-py opens for them, they race as any such calls do).
     """
 
     def __init__(self, client: Any, *, encoding: str = "zset") -> None:
@@ -125,7 +126,7 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
                 probe.library = probe_finds_library(error)
             self.uses_library = probe.library
             self._probed = True
-        except BaseException as error:  # noqa: B902  (each waiting call raises it)
+        except (Exception, asyncio.CancelledError) as error:  # each waiting call raises it
             probe.error = error
             self._probe = None
         finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
@@ -32,7 +32,8 @@ class SWL(Commands[Verdict]):
     missing. The replies are the same either way. Which it is, the client
     learns once, before its first call, from SWL.CHECK sent without
     arguments (refused for its arity, or as unknown); calls made from
-    other threads meanwhile wait for that answer.
+    other threads meanwhile wait for that answer (and fail with its error
+    if it failed: the next call probes again).
 
     A check or refund is sent once: not again after a timeout or a lost
     connection, as redis-py's retries (on by default since redis-py 6)
@@ -63,15 +64,16 @@ class SWL(Commands[Verdict]):
     def __init__(self, client: Any, *, encoding: str = "zset") -> None:
         super().__init__(client, encoding=encoding)
         self._probe_lock = threading.Lock()
+        #: Probes that failed, and the last one's error: the threads that
+        #: waited for it fail with it rather than each probing in turn.
+        self._probes_failed = 0
+        self._probe_error: Optional[Exception] = None
 
     def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
         send = self._once if names in CHANGES else self._retried
         if not self._probed:
-            with self._probe_lock:
-                if not self._probed:
-                    self.uses_library = self._probe(key)
-                    self._probed = True
+            self._wait_for_probe(key)
         if not self.uses_library:
             try:
                 return Verdict.from_reply(send(key, command, key, *args))
@@ -87,6 +89,22 @@ class SWL(Commands[Verdict]):
                 raise
         self.load_library()
         return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
+
+    def _wait_for_probe(self, key: str) -> None:
+        """Probes, or waits for the probe another thread is sending."""
+        failed = self._probes_failed
+        with self._probe_lock:
+            if self._probed:
+                return
+            if self._probes_failed != failed and self._probe_error is not None:
+                raise self._probe_error
+            try:
+                self.uses_library = self._probe(key)
+            except Exception as error:
+                self._probe_error = error
+                self._probes_failed += 1
+                raise
+            self._probed = True
 
     def _probe(self, key: str) -> bool:
         """Whether the server lacks the module, by :data:`PROBE`, sent once
