@@ -68,7 +68,9 @@ def main() -> None:
                 client.flushall()
                 item = parse(f"{limit}/hour")
                 admitted = measure(client, commands, limit, lambda: limiter.hit(item, "u"))
-                key = f"LIMITS:{item.key_for('u')}"
+                # redis-swl's log sits beside limits' name (limits_storage.KEY_SUFFIX).
+                suffix = ":swl" if scheme.startswith("swl+") else ""
+                key = f"LIMITS:{item.key_for('u')}{suffix}"
                 per_request = client.memory_usage(key, samples=0) / limit
                 denied = measure(client, commands, DENIED, lambda: limiter.hit(item, "u"))
                 stats = measure(client, commands, STATS,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
 from typing import Iterator, List, Optional
 
@@ -106,3 +107,112 @@ class Stall:
         assert self.replies.readline() == b"+PONG\r\n"
         self.replies.close()
         self.sock.close()
+
+
+class CommandLog:
+    """A loopback proxy in front of a real server that writes down every
+    command clients send through it, in the order it receives them, before
+    passing them on. Clients connect to `port`."""
+
+    def __init__(self, server_port: int):
+        self.server_port = server_port
+        self.commands: List[List[bytes]] = []
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def named(self, *names: str) -> List[List[bytes]]:
+        """The commands whose name is one of `names`, in order."""
+        wanted = {name.upper().encode() for name in names}
+        with self.lock:
+            return [command for command in self.commands if command[0].upper() in wanted]
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.server_port))
+            threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = client.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                upstream.close()
+                return
+            buffer += data
+            while True:
+                parsed = self._parse(buffer)
+                if parsed is None:
+                    break
+                command, buffer = parsed
+                with self.lock:
+                    self.commands.append(command)
+            try:
+                upstream.sendall(data)
+            except OSError:
+                client.close()
+                return
+
+    @staticmethod
+    def _parse(buffer: bytes):
+        """One RESP array of bulk strings from the front of `buffer`, and
+        the rest; None while it is incomplete."""
+        if not buffer.startswith(b"*"):
+            return None
+        end = buffer.find(b"\r\n")
+        if end < 0:
+            return None
+        count, at, parts = int(buffer[1:end]), end + 2, []
+        for _ in range(count):
+            end = buffer.find(b"\r\n", at)
+            if end < 0:
+                return None
+            size = int(buffer[at + 1:end])
+            if len(buffer) < end + 2 + size + 2:
+                return None
+            parts.append(buffer[end + 2:end + 2 + size])
+            at = end + 2 + size + 2
+        return parts, buffer[at:]
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                sink.close()
+                return
+            try:
+                sink.sendall(data)
+            except OSError:
+                source.close()
+                return
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def command_log() -> Iterator:
+    """Starts CommandLog proxies on demand; closed after the test."""
+    logs: List[CommandLog] = []
+
+    def start(server: RedisServer) -> CommandLog:
+        log = CommandLog(server.port)
+        logs.append(log)
+        return log
+
+    yield start
+    for log in logs:
+        log.close()

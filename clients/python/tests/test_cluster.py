@@ -57,7 +57,7 @@ def test_limits_on_the_cluster(start_cluster, module, encoding):
         asyncio.run(drive(limiter, item, user))
     client = cluster_client(cluster)
     for user in USERS:
-        assert log_kind(client, f"LIMITS:{item.key_for(user)}") == encoding
+        assert log_kind(client, f"LIMITS:{item.key_for(user)}:swl") == encoding
     # limits' own reset, on every node.
     limiter.storage.reset()
     assert [node.client().dbsize() for node in cluster.nodes] == [0, 0, 0]
@@ -81,7 +81,7 @@ def test_asyncio_limits_on_the_cluster(start_cluster, module, encoding):
     item = asyncio.run(run())
     client = cluster_client(cluster)
     for user in USERS:
-        assert log_kind(client, f"LIMITS:{item.key_for(user)}") == encoding
+        assert log_kind(client, f"LIMITS:{item.key_for(user)}:swl") == encoding
 
 
 @pytest.mark.parametrize("asyncio_client", [False, True], ids=["sync", "asyncio"])

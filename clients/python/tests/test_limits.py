@@ -115,7 +115,7 @@ def test_the_moving_window_is_limits_own(start_server, module, encoding):
     limiter.test(item, "alice")
     limiter.get_window_stats(item, "alice")
     assert command_calls(client, module) - calls == 3
-    key = f"LIMITS:{item.key_for('alice')}"
+    key = f"LIMITS:{item.key_for('alice')}:swl"
     assert log_kind(client, key) == encoding
     assert client.ttl(key) > 3500
     storage.reset()
@@ -131,7 +131,7 @@ def test_the_asyncio_moving_window_is_the_same(start_server, module, encoding):
                                       swl_encoding=encoding)
         item = parse("5/hour")
         await drive(AsyncMovingWindow(storage), item, "bob")
-        assert log_kind(server.client(), f"LIMITS:{item.key_for('bob')}") == encoding
+        assert log_kind(server.client(), f"LIMITS:{item.key_for('bob')}:swl") == encoding
         await storage.reset()
 
     asyncio.run(run())
@@ -162,3 +162,33 @@ def test_a_hit_above_the_limit_fits_nothing_and_above_the_cap_is_refused(start_s
     with pytest.raises(ValueError, match="at most 100000 units"):
         limiter.hit(parse("1000000/hour"), "dave", cost=100_001)
     assert limiter.hit(parse("1000000/hour"), "dave", cost=100_000)
+
+
+@pytest.mark.parametrize("module", [True, False], ids=["module", "library"])
+def test_a_test_above_the_cap_is_refused_as_a_hit_is(start_server, module):
+    server = start_server(module)
+    item = parse("1000000/hour")
+    for scheme in ("swl+redis", "async+swl+redis"):
+        # wrap_exceptions turns Redis errors into StorageError, not this.
+        storage = storage_from_string(f"{scheme}://127.0.0.1:{server.port}",
+                                      wrap_exceptions=True)
+        limiter = (AsyncMovingWindow if scheme.startswith("async") else MovingWindowRateLimiter)(
+            storage)
+
+        async def run():
+            for call in (limiter.hit, limiter.test):
+                with pytest.raises(ValueError, match="at most 100000 units per hit, not 100001"):
+                    await settled(call(item, "erin", cost=100_001))
+            # Within the cap, or above the limit, the answers are limits' own.
+            assert await settled(limiter.test(item, "erin", cost=100_000))
+            assert not await settled(limiter.test(parse("3/hour"), "erin", cost=200_000))
+
+        asyncio.run(run())
+    assert server.client().keys("*") == []
+
+
+def test_other_storages_test_as_before():
+    # The refusal is for the swl storages only: limits' memory storage
+    # answers a test of any cost.
+    limiter = MovingWindowRateLimiter(storage_from_string("memory://"))
+    assert limiter.test(parse("1000000/hour"), "frank", cost=999_999)

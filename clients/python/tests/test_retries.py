@@ -108,7 +108,7 @@ def test_a_limits_hit_is_sent_once(start_server, asyncio_storage):
     storage = storage_from_string(f"{scheme}://127.0.0.1:{server.port}", socket_timeout=TIMEOUT)
     limiter = (AsyncMovingWindow if asyncio_storage else MovingWindowRateLimiter)(storage)
     item = parse("100/minute")
-    key = f"LIMITS:{item.key_for('alice')}"
+    key = f"LIMITS:{item.key_for('alice')}:swl"
 
     async def hit() -> bool:
         result = limiter.hit(item, "alice")

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisResult};
+use tokio::sync::OnceCell;
 
 use crate::DenialCache;
 
@@ -407,6 +408,13 @@ const REFUND: Names = Names {
     changes: true,
 };
 
+/// What a client sends once, before its first call, to learn whether the
+/// server has the module: SWL.CHECK without its arguments. Redis refuses it
+/// for its arity before it looks at ACLs or at the cluster's slots, so it
+/// records nothing and needs no permission: "unknown command" without the
+/// module, "wrong number of arguments" with it.
+const PROBE: &str = "SWL.CHECK";
+
 fn message_has(error: &redis::RedisError, text: &str) -> bool {
     error.to_string().to_lowercase().contains(text)
 }
@@ -418,6 +426,13 @@ fn message_has(error: &redis::RedisError, text: &str) -> bool {
 /// command: SWL.* where the module is loaded, otherwise FCALL; where FCALL
 /// finds no library, the client loads the one it carries (on a cluster, on
 /// every primary) and calls again.
+///
+/// Which of the two it is, the client learns once, before its first call,
+/// by sending SWL.CHECK without arguments (refused for its arity where the
+/// module is loaded, as an unknown command where it is not): calls made
+/// while that probe is out wait for it, and none is sent to the wrong
+/// place first. A probe that fails (a timeout) fails the calls waiting for
+/// it, having sent nothing else, and the next call probes again.
 ///
 /// A check or refund is never sent twice by this client, and neither
 /// `ConnectionManager` nor `MultiplexedConnection` sends one again: one
@@ -445,6 +460,8 @@ fn message_has(error: &redis::RedisError, text: &str) -> bool {
 pub struct Swl<C> {
     connection: C,
     encoding: Encoding,
+    /// What the probe found: true where the server has no module.
+    probed: OnceCell<bool>,
     uses_library: AtomicBool,
     denials: Option<DenialCache>,
 }
@@ -464,6 +481,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         Swl {
             connection,
             encoding: Encoding::Zset,
+            probed: OnceCell::new(),
             uses_library: AtomicBool::new(false),
             denials: None,
         }
@@ -666,10 +684,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     async fn call(&self, names: Names, key: &str, args: &[String]) -> Result<Vec<i64>, Error> {
         let mut connection = self.connection.clone();
         let sent = |result: RedisResult<Vec<i64>>| result.map_err(|error| Error::of(names, error));
+        // One probe for every call: the others wait for it (and try it
+        // again, one at a time, if it failed).
+        let library = *self.probed.get_or_try_init(|| self.probe()).await?;
+        if library {
+            self.uses_library.store(true, Ordering::Relaxed);
+        }
         if !self.uses_library() {
             let mut command = redis::cmd(names.command);
             command.arg(key).arg(args);
             match command.query_async(&mut connection).await {
+                // The module went away (an unknown command is not carried out).
                 Err(error) if message_has(&error, "unknown command") => {
                     self.uses_library.store(true, Ordering::Relaxed);
                 }
@@ -690,6 +715,25 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
                 sent(fcall.query_async(&mut connection).await)
             }
             result => sent(result),
+        }
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
+    /// Whether the server lacks the module, by [`PROBE`]: refused as an
+    /// unknown command, or (the module) for its arity. Any other failure
+    /// (a timeout, a lost connection) is the caller's, and decides nothing.
+    async fn probe(&self) -> RedisResult<bool> {
+        let mut connection = self.connection.clone();
+        match redis::cmd(PROBE)
+            .query_async::<redis::Value>(&mut connection)
+            .await
+        {
+            Ok(_) => Ok(false),
+            Err(error) if error.kind() == redis::ErrorKind::ResponseError => {
+                Ok(message_has(&error, "unknown command"))
+            }
+            Err(error) => Err(error),
         }
     }
 }

@@ -24,6 +24,13 @@ REFUND = ("SWL.REFUND", "swl_refund")
 #: The calls that change the log: sent once, never again after a timeout.
 CHANGES = (CHECK, REFUND)
 
+#: What a client sends once, before its first call, to learn whether the
+#: server has the module: SWL.CHECK without its arguments. Redis refuses it
+#: for its arity before it looks at ACLs or at the cluster's slots, so it
+#: records nothing and needs no permission: "unknown command" without the
+#: module, "wrong number of arguments" with it.
+PROBE = ("SWL.CHECK",)
+
 #: The most windows one call takes (the first and its WINDOW clauses), as
 #: the module and the library take them.
 MAX_WINDOWS = 100
@@ -109,6 +116,9 @@ class Commands(Generic[R]):
         self.encoding = encoding
         #: True once the server answered that it has no module.
         self.uses_library = False
+        #: Whether the probe (:data:`PROBE`) has answered: every call waits
+        #: for it, so that each goes where it belongs from the first.
+        self._probed = False
 
     def _library_loads(self, replace: bool) -> List[Tuple[List[str], Dict[str, Any]]]:
         """The FUNCTION LOAD commands that put the library where it is
@@ -203,6 +213,12 @@ def is_unknown_command(error: Exception) -> bool:
     client says so itself, from the commands the nodes listed.)"""
     text = str(error).lower()
     return text.startswith("unknown command") or "command doesn't exist in redis commands" in text
+
+
+def probe_finds_library(error: Exception) -> bool:
+    """What the probe's refusal tells: the library (no module), or the
+    module (anything else Redis refused it for)."""
+    return is_unknown_command(error)
 
 
 def is_missing_function(error: Exception) -> bool:

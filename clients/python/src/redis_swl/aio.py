@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, List, Tuple, Union
+import asyncio
+from typing import Any, Awaitable, List, Optional, Tuple, Union
 
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from ._protocol import (
     CHANGES,
+    PROBE,
     Commands,
     Verdict,
     explained,
     is_library_present,
     is_missing_function,
     is_unknown_command,
+    probe_finds_library,
     uncertain,
 )
+
+
+class _Probe:
+    """One probe of the server (see :meth:`AsyncSWL._uses_library`): the
+    calls made while it is out wait for ``answered``."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.answered = asyncio.Event()
+        self.library = False
+        self.error: Optional[BaseException] = None
+        self.task: Optional["asyncio.Task[None]"] = None
 
 
 class AsyncSWL(Commands[Awaitable[Verdict]]):
@@ -29,7 +44,18 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     sent. A call cancelled while its command is out (``asyncio.wait_for``,
     a task cancelled) raises ``CancelledError`` as it is: it, too, may or
     may not have been recorded.
+
+    Calls made before the client knows whether the server has the module
+    (one probe, shared) wait for it and then go on in the order they were
+    made: none goes ahead of an earlier one (on connections of their own
+    that redis-py opens for them, they race as any such calls do).
     """
+
+    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+        super().__init__(client, encoding=encoding)
+        self._probe: Optional[_Probe] = None
+        #: Calls that waited for the probe and have not gone on yet.
+        self._waiting = 0
 
     def _run(
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
@@ -50,10 +76,11 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     async def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
         send = self._once if names in CHANGES else self._retried
-        if not self.uses_library:
+        if not await self._uses_library(key):
             try:
                 return Verdict.from_reply(await send(key, command, key, *args))
             except RedisError as error:
+                # The module went away (unknown commands are not carried out).
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
@@ -65,10 +92,50 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
         await self.load_library()
         return Verdict.from_reply(await send(key, "FCALL", function, 1, key, *args))
 
+    async def _uses_library(self, key: str) -> bool:
+        """Whether calls go to the library: asked of the server once, by
+        one probe in a task of its own (a caller cancelled while waiting
+        does not cancel it for the others). The calls made meanwhile wait
+        for it and are woken in the order they came; a call made once it
+        has answered, while some of those have not gone on yet, lets them
+        go first."""
+        if self._probed:
+            if self._waiting:
+                await asyncio.sleep(0)
+            return self.uses_library
+        probe = self._probe
+        if probe is None or probe.loop is not asyncio.get_running_loop():
+            probe = self._probe = _Probe()
+            probe.task = asyncio.ensure_future(self._run_probe(probe, key))
+        self._waiting += 1
+        try:
+            await probe.answered.wait()
+        finally:
+            self._waiting -= 1
+        if probe.error is not None:
+            raise probe.error
+        return probe.library
+
+    async def _run_probe(self, probe: _Probe, key: str) -> None:
+        """See :meth:`redis_swl.SWL._probe`: a failure goes to each waiting
+        call, and the next call probes again."""
+        try:
+            try:
+                await self._once(key, *PROBE, probe=True)
+            except ResponseError as error:
+                probe.library = probe_finds_library(error)
+            self.uses_library = probe.library
+            self._probed = True
+        except (Exception, asyncio.CancelledError) as error:  # each waiting call raises it
+            probe.error = error
+            self._probe = None
+        finally:
+            probe.answered.set()
+
     async def _retried(self, key: str, *command: Any) -> Any:
         return await self.client.execute_command(*command)
 
-    async def _once(self, key: str, *command: Any) -> Any:
+    async def _once(self, key: str, *command: Any, probe: bool = False) -> Any:
         """See :meth:`redis_swl.SWL._once`."""
         client = self.client
         await client.initialize()
@@ -77,6 +144,8 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
                 return await client.execute_command(
                     *command, target_nodes=client.get_node_from_key(key))
             except (ConnectionError, TimeoutError) as error:
+                if probe:
+                    raise
                 raise uncertain(command[0], key, error) from error
         single = client.connection is not None
         connection = client.connection if single else await client.connection_pool.get_connection()
@@ -91,6 +160,8 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
                 return await client.parse_response(connection, command[0])
             except (ConnectionError, TimeoutError) as error:
                 await connection.disconnect()
+                if probe:
+                    raise
                 raise uncertain(command[0], key, error) from error
         finally:
             if lock is not None:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple, Union
+import threading
+from typing import Any, List, Optional, Tuple, Union
 
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from ._protocol import (
     CHANGES,
+    PROBE,
     Commands,
     Verdict,
     explained,
     is_library_present,
     is_missing_function,
     is_unknown_command,
+    probe_finds_library,
     uncertain,
 )
 
@@ -26,7 +29,11 @@ class SWL(Commands[Verdict]):
     Each call is one command: SWL.CHECK, SWL.PEEK or SWL.REFUND where the
     server has the module, otherwise ``FCALL`` of the function library,
     which the client loads itself (``FUNCTION LOAD``, once) where it is
-    missing. The replies are the same either way.
+    missing. The replies are the same either way. Which it is, the client
+    learns once, before its first call, from SWL.CHECK sent without
+    arguments (refused for its arity, or as unknown); calls made from
+    other threads meanwhile wait for that answer (and fail with its error
+    if it failed: the next call probes again).
 
     A check or refund is sent once: not again after a timeout or a lost
     connection, as redis-py's retries (on by default since redis-py 6)
@@ -54,13 +61,24 @@ class SWL(Commands[Verdict]):
                 raise
             raise plain from error
 
+    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+        super().__init__(client, encoding=encoding)
+        self._probe_lock = threading.Lock()
+        #: Probes that failed, and the last one's error: the threads that
+        #: waited for it fail with it rather than each probing in turn.
+        self._probes_failed = 0
+        self._probe_error: Optional[Exception] = None
+
     def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names
         send = self._once if names in CHANGES else self._retried
+        if not self._probed:
+            self._wait_for_probe(key)
         if not self.uses_library:
             try:
                 return Verdict.from_reply(send(key, command, key, *args))
             except RedisError as error:
+                # The module went away (unknown commands are not carried out).
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
@@ -72,12 +90,39 @@ class SWL(Commands[Verdict]):
         self.load_library()
         return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
 
+    def _wait_for_probe(self, key: str) -> None:
+        """Probes, or waits for the probe another thread is sending."""
+        failed = self._probes_failed
+        with self._probe_lock:
+            if self._probed:
+                return
+            if self._probes_failed != failed and self._probe_error is not None:
+                raise self._probe_error
+            try:
+                self.uses_library = self._probe(key)
+            except Exception as error:
+                self._probe_error = error
+                self._probes_failed += 1
+                raise
+            self._probed = True
+
+    def _probe(self, key: str) -> bool:
+        """Whether the server lacks the module, by :data:`PROBE`, sent once
+        (to ``key``'s node of a cluster) so that a stalled server costs one
+        timeout; a failure is raised as it is, and the next call probes
+        again."""
+        try:
+            self._once(key, *PROBE, probe=True)
+        except ResponseError as error:
+            return probe_finds_library(error)
+        return False
+
     def _retried(self, key: str, *command: Any) -> Any:
         return self.client.execute_command(*command)
 
-    def _once(self, key: str, *command: Any) -> Any:
+    def _once(self, key: str, *command: Any, probe: bool = False) -> Any:
         """Sends a check or refund once, raising UncertainOutcomeError where
-        it failed after it was sent."""
+        it failed after it was sent (the probe's own error, as it is)."""
         client = self.client
         if hasattr(client, "get_node_from_key"):
             # A cluster: given the node, redis-py follows MOVED and ASK (the
@@ -88,6 +133,8 @@ class SWL(Commands[Verdict]):
                 return client.execute_command(
                     *command, target_nodes=client.get_node_from_key(key))
             except (ConnectionError, TimeoutError) as error:
+                if probe:
+                    raise
                 raise uncertain(command[0], key, error) from error
         # One server: the command on a connection of the client's pool, as
         # redis-py sends it, without its Retry around it.
@@ -104,6 +151,8 @@ class SWL(Commands[Verdict]):
                 return client.parse_response(connection, command[0])
             except (ConnectionError, TimeoutError) as error:
                 connection.disconnect()
+                if probe:
+                    raise
                 raise uncertain(command[0], key, error) from error
         finally:
             if lock is not None:

@@ -22,17 +22,31 @@ The moving window (``MovingWindowRateLimiter.hit``, ``test`` and
 library's FCALL where the server has no module. Every other strategy runs
 ``limits``' own Redis code on the same connection: these classes are its
 Redis storages with the moving window replaced.
+
+A log lives at the key ``limits`` would give the same moving window, plus
+``key_suffix`` (``":swl"``): ``limits``' own ``redis://`` moving window keeps
+a LIST at that name, which a redis-swl log must never meet (each would fail
+on the other with WRONGTYPE). ``key_suffix=""`` keeps the names of redis-swl
+0.3, for an application that runs no ``redis://`` moving window beside.
+
+Importing this module also makes ``limits``' ``MovingWindowRateLimiter.test``
+(sync and asyncio) refuse, on these storages only, a cost that ``hit`` would
+refuse: the storage is not told the cost of a test.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Tuple
+from typing import Any, Awaitable, Callable, Tuple, TypeVar
+
+from limits.aio import strategies as _async_strategies
 
 from limits.aio.storage import RedisClusterStorage as _AsyncRedisClusterStorage
 from limits.aio.storage import RedisStorage as _AsyncRedisStorage
 from limits.storage import RedisClusterStorage as _RedisClusterStorage
 from limits.storage import RedisStorage as _RedisStorage
+from limits import strategies as _strategies
 
 from ._protocol import Verdict
 from .aio import AsyncSWL
@@ -41,12 +55,17 @@ from .client import SWL
 #: The most units one call records (the module's cap on COST).
 MAX_COST = 100_000
 
+#: What a log's key adds to the name ``limits`` gives the moving window.
+KEY_SUFFIX = ":swl"
+
 
 def _cost_fits(limit: int, amount: int) -> bool:
     """Whether a hit of ``amount`` is for Redis to decide: as in ``limits``,
     one above the limit never fits (and one of nothing always does, see
     the callers); one above the module's cap on COST is refused loudly
-    rather than counted as a denial."""
+    rather than counted as a denial. The refusal is a ``ValueError``, not
+    one of the storage's ``base_exceptions``, so ``wrap_exceptions`` does
+    not turn it into a ``StorageError``."""
     if amount > limit:
         return False
     if amount > MAX_COST:
@@ -79,31 +98,50 @@ class _SWLMovingWindow:
     """The moving window of a ``limits`` Redis storage, by redis-swl."""
 
     swl: SWL
+    key_suffix: str
     prefixed_key: Any  # limits' RedisStorage.prefixed_key
+    get_connection: Any
+
+    def log_key(self, key: str) -> str:
+        """The key of the log for ``limits``' ``key``."""
+        return self.prefixed_key(key) + self.key_suffix
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount <= 0:
             return True  # records nothing, as limits' own does
         if not _cost_fits(limit, amount):
             return False
-        return self.swl.check(self.prefixed_key(key), expiry * 1000, limit, cost=amount).allowed
+        return self.swl.check(self.log_key(key), expiry * 1000, limit, cost=amount).allowed
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         now = time.time()
-        verdict = self.swl.peek(self.prefixed_key(key), expiry * 1000, limit, oldest=True)
+        verdict = self.swl.peek(self.log_key(key), expiry * 1000, limit, oldest=True)
         return _moving_window(verdict, now, expiry)
+
+    def clear(self, key: str) -> None:
+        """Clears ``key`` for every strategy: ``limits``' own counter and
+        the log (a cluster client deletes each on its node)."""
+        self.get_connection().delete(*_names(self.prefixed_key(key), self.key_suffix))
+
+
+def _names(prefixed: str, suffix: str) -> Tuple[str, ...]:
+    return (prefixed, prefixed + suffix) if suffix else (prefixed,)
 
 
 class SWLRedisStorage(_SWLMovingWindow, _RedisStorage):
     """``limits``' :class:`~limits.storage.RedisStorage`, its moving window
     by redis-swl. ``swl_encoding`` is how the function library, where this
-    storage loads it, stores new logs (``"zset"`` or ``"compact"``)."""
+    storage loads it, stores new logs (``"zset"`` or ``"compact"``);
+    ``key_suffix`` what a log's key adds to ``limits``' name (``""``: the
+    name itself, as in redis-swl 0.3)."""
 
     STORAGE_SCHEME = ["swl+redis", "swl+rediss", "swl+redis+unix"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = SWL(self.storage, encoding=swl_encoding)
+        self.key_suffix = key_suffix
 
 
 class SWLRedisClusterStorage(_SWLMovingWindow, _RedisClusterStorage):
@@ -112,30 +150,41 @@ class SWLRedisClusterStorage(_SWLMovingWindow, _RedisClusterStorage):
 
     STORAGE_SCHEME = ["swl+redis+cluster"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = SWL(self.storage, encoding=swl_encoding)
+        self.key_suffix = key_suffix
 
 
 class _AsyncSWLMovingWindow:
     """The moving window of a ``limits`` asyncio Redis storage, by redis-swl."""
 
     swl: AsyncSWL
+    key_suffix: str
     bridge: Any
+
+    def log_key(self, key: str) -> str:
+        """The key of the log for ``limits``' ``key``."""
+        return self.bridge.prefixed_key(key) + self.key_suffix
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount <= 0:
             return True
         if not _cost_fits(limit, amount):
             return False
-        key = self.bridge.prefixed_key(key)
-        return (await self.swl.check(key, expiry * 1000, limit, cost=amount)).allowed
+        verdict = await self.swl.check(self.log_key(key), expiry * 1000, limit, cost=amount)
+        return verdict.allowed
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         now = time.time()
-        key = self.bridge.prefixed_key(key)
-        verdict = await self.swl.peek(key, expiry * 1000, limit, oldest=True)
+        verdict = await self.swl.peek(self.log_key(key), expiry * 1000, limit, oldest=True)
         return _moving_window(verdict, now, expiry)
+
+    async def clear(self, key: str) -> None:
+        """See :meth:`SWLRedisStorage.clear`."""
+        names = _names(self.bridge.prefixed_key(key), self.key_suffix)
+        await self.bridge.get_connection().delete(*names)
 
 
 class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
@@ -144,10 +193,12 @@ class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
 
     STORAGE_SCHEME = ["async+swl+redis", "async+swl+rediss", "async+swl+redis+unix"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
+        self.key_suffix = key_suffix
 
 
 class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStorage):
@@ -156,7 +207,50 @@ class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStora
 
     STORAGE_SCHEME = ["async+swl+redis+cluster"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset", **options: Any) -> None:
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
+        self.key_suffix = key_suffix
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _refusing_costs_above_the_cap(test: F) -> F:
+    """``limits``' ``MovingWindowRateLimiter.test``, refusing on these
+    storages a cost that ``hit`` refuses (the storage's
+    ``get_moving_window`` is not given the cost); unchanged on any other."""
+    if getattr(test, "_swl_refuses_costs", False):
+        return test
+
+    @functools.wraps(test)
+    def refusing(self: Any, item: Any, *identifiers: str, cost: int = 1) -> Any:
+        if isinstance(self.storage, (_SWLMovingWindow, _AsyncSWLMovingWindow)):
+            _cost_fits(item.amount, cost)
+        return test(self, item, *identifiers, cost=cost)
+
+    refusing._swl_refuses_costs = True  # type: ignore[attr-defined]
+    return refusing  # type: ignore[return-value]
+
+
+def _async_refusing_costs_above_the_cap(test: F) -> F:
+    """:func:`_refusing_costs_above_the_cap` for ``limits.aio``."""
+    if getattr(test, "_swl_refuses_costs", False):
+        return test
+
+    @functools.wraps(test)
+    async def refusing(self: Any, item: Any, *identifiers: str, cost: int = 1) -> Any:
+        if isinstance(self.storage, (_SWLMovingWindow, _AsyncSWLMovingWindow)):
+            _cost_fits(item.amount, cost)
+        return await test(self, item, *identifiers, cost=cost)
+
+    refusing._swl_refuses_costs = True  # type: ignore[attr-defined]
+    return refusing  # type: ignore[return-value]
+
+
+_strategies.MovingWindowRateLimiter.test = _refusing_costs_above_the_cap(  # type: ignore[method-assign]
+    _strategies.MovingWindowRateLimiter.test)
+_async_strategies.MovingWindowRateLimiter.test = _async_refusing_costs_above_the_cap(  # type: ignore[method-assign]
+    _async_strategies.MovingWindowRateLimiter.test)
