@@ -18,20 +18,21 @@ use crate::DenialCache;
 const LIBRARY: &str = include_str!("../swl.lua");
 const ENCODING_LINE: &str = "\nlocal ENCODING = 'compact'\n";
 
-/// How logs are stored: a sorted set, or redis-swl's compact string of
-/// 4-byte slots. Where the module is loaded, its own `swl.encoding`
-/// setting decides; this is for logs the function library creates.
+/// How logs are stored: redis-swl's compact string of 4-byte slots, or a
+/// sorted set. Where the module is loaded, its own `swl.encoding` setting
+/// decides; this is for logs the function library creates.
 ///
 /// ```
 /// use redis_swl_client::Encoding;
-/// assert_eq!(Encoding::default(), Encoding::Zset);
+/// assert_eq!(Encoding::default(), Encoding::Compact);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Encoding {
-    /// A sorted set, readable with ZRANGE (the default).
-    #[default]
+    /// A sorted set, readable with ZRANGE and compatible with the usual Lua
+    /// script's keys.
     Zset,
-    /// A compact log: about 4 bytes per entry.
+    /// A compact log: about 4 bytes per entry (the default).
+    #[default]
     Compact,
 }
 
@@ -480,7 +481,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     pub fn new(connection: C) -> Swl<C> {
         Swl {
             connection,
-            encoding: Encoding::Zset,
+            encoding: Encoding::Compact,
             probed: OnceCell::new(),
             uses_library: AtomicBool::new(false),
             denials: None,

@@ -265,7 +265,7 @@ impl Config {
             failed: Arc::new(|status: StatusCode| {
                 status.is_client_error() || status.is_server_error()
             }),
-            encoding: Encoding::Zset,
+            encoding: Encoding::Compact,
             denial_cache_keys: DenialCache::DEFAULT_KEYS,
             name: "default".to_string(),
         }

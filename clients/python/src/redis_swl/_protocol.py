@@ -110,7 +110,7 @@ class Commands(Generic[R]):
     with a :class:`Verdict` and the asyncio one with an awaitable of one.
     (The clients' docstrings describe the arguments.)"""
 
-    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
         library_source(encoding)  # refuses an unknown encoding now
         self.client = client
         self.encoding = encoding
@@ -247,10 +247,10 @@ def is_library_present(error: Exception) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def library_source(encoding: str = "zset") -> str:
+def library_source(encoding: str = "compact") -> str:
     """The function library shipped in this package (the repository's
-    scripts/swl.lua), creating new logs in ``encoding``: ``"zset"`` (a
-    sorted set) or ``"compact"`` (a compact log)."""
+    scripts/swl.lua), creating new logs in ``encoding``: ``"compact"`` (a
+    compact log, the default) or ``"zset"`` (a sorted set)."""
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
     source = resources.files("redis_swl").joinpath("swl.lua").read_text(encoding="utf-8")

@@ -51,7 +51,7 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     that redis-py opens for them, they race as any such calls do).
     """
 
-    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
         super().__init__(client, encoding=encoding)
         self._probe: Optional[_Probe] = None
         #: Calls that waited for the probe and have not gone on yet.

@@ -87,7 +87,7 @@ class RateLimiter:
         routes: Optional[Mapping[str, Sequence[Window]]] = None,
         refund_failed: bool = False,
         failed: Callable[[int], bool] = failed_response,
-        encoding: str = "zset",
+        encoding: str = "compact",
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f'unknown policy "{policy}" (accepted: {", ".join(POLICIES)})')

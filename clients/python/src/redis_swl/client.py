@@ -44,8 +44,9 @@ class SWL(Commands[Verdict]):
 
     :param client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new
-        logs: ``"zset"`` (sorted sets, as the module's default) or
-        ``"compact"``. The module's own setting is ``swl.encoding``.
+        logs: ``"compact"`` (compact logs, as the module's default) or
+        ``"zset"`` (sorted sets, for keys the usual Lua script still
+        writes). The module's own setting is ``swl.encoding``.
 
     >>> limiter = SWL(redis.Redis())                      # doctest: +SKIP
     >>> limiter.check("rl:alice", 60_000, 100).allowed    # doctest: +SKIP
@@ -61,7 +62,7 @@ class SWL(Commands[Verdict]):
                 raise
             raise plain from error
 
-    def __init__(self, client: Any, *, encoding: str = "zset") -> None:
+    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
         super().__init__(client, encoding=encoding)
         self._probe_lock = threading.Lock()
         #: Probes that failed, and the last one's error: the threads that

@@ -131,13 +131,14 @@ def _names(prefixed: str, suffix: str) -> Tuple[str, ...]:
 class SWLRedisStorage(_SWLMovingWindow, _RedisStorage):
     """``limits``' :class:`~limits.storage.RedisStorage`, its moving window
     by redis-swl. ``swl_encoding`` is how the function library, where this
-    storage loads it, stores new logs (``"zset"`` or ``"compact"``);
+    storage loads it, stores new logs (``"compact"``, the default, or
+    ``"zset"``);
     ``key_suffix`` what a log's key adds to ``limits``' name (``""``: the
     name itself, as in redis-swl 0.3)."""
 
     STORAGE_SCHEME = ["swl+redis", "swl+rediss", "swl+redis+unix"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
                  key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = SWL(self.storage, encoding=swl_encoding)
@@ -150,7 +151,7 @@ class SWLRedisClusterStorage(_SWLMovingWindow, _RedisClusterStorage):
 
     STORAGE_SCHEME = ["swl+redis+cluster"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
                  key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
         self.swl = SWL(self.storage, encoding=swl_encoding)
@@ -193,7 +194,7 @@ class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
 
     STORAGE_SCHEME = ["async+swl+redis", "async+swl+rediss", "async+swl+redis+unix"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
                  key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
@@ -207,7 +208,7 @@ class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStora
 
     STORAGE_SCHEME = ["async+swl+redis+cluster"]
 
-    def __init__(self, uri: str, *args: Any, swl_encoding: str = "zset",
+    def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
                  key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
