@@ -80,7 +80,13 @@ export interface CommonOptions {
   timeoutMs?: number;
 }
 
-export type SWLOptions = Sender & CommonOptions;
+export type SWLOptions = Sender & CommonOptions & {
+  /**
+   * Answers checks of keys Redis denied, denied, until their wait has passed, without a call to Redis (none by default).
+   * refund and delete drop the key's denials; a check with penalize or nowMs neither uses nor fills it.
+   */
+  denialCache?: DenialCache;
+};
 
 export interface CallOptions {
   /** Units the request weighs (1 to 100000). */
@@ -96,6 +102,7 @@ export declare class SWL {
   /** True once the server answered that it has no module. */
   usesLibrary: boolean;
   readonly encoding: Encoding;
+  readonly denialCache: DenialCache | null;
   check(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { penalize?: boolean }): Promise<Verdict>;
   peek(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { oldest?: boolean }): Promise<Verdict>;
   refund(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions): Promise<Verdict>;
@@ -188,6 +195,24 @@ export declare class RateLimiterSwl {
 
 /** The most windows one call takes (the first and its WINDOW clauses): 100. */
 export declare const MAX_WINDOWS: 100;
+
+/**
+ * Recent denials by key: after Redis denies a check, the same key, windows
+ * and a cost at least as large are answered denied in the process until the
+ * denial's retryAfterMs has passed (on the monotonic clock), without asking
+ * Redis. It never admits. At most maxKeys keys (10,000 by default; 0 caches
+ * nothing), the least recently used forgotten first. A check with penalize
+ * or nowMs neither uses nor fills it; a denial with retryAfterMs -1 is not
+ * cached.
+ */
+export declare class DenialCache {
+  constructor(maxKeys?: number);
+  readonly maxKeys: number;
+  /** Keys remembered (with denials, or forgotten lately). */
+  readonly size: number;
+  /** Drops key's denials after a change the client did not make (its own refunds and deletes do this). */
+  forget(key: string | Buffer): void;
+}
 
 /** A sliding-window log in process memory, replying as the module does. */
 export declare class LocalLimiter {

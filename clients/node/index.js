@@ -8,6 +8,7 @@ const { SWL, Verdict, TimeoutError, UncertainOutcomeError } = require('./lib/cli
 const { SwlStore } = require('./lib/express-rate-limit');
 const { LocalLimiter, MAX_WINDOWS } = require('./lib/local');
 const { librarySource, ENCODINGS } = require('./lib/library');
+const { DenialCache } = require('./lib/cache');
 const { rateLimit, clientAddress, rateLimitHeaders } = require('./lib/middleware');
 
 // RateLimiterSwl extends rate-limiter-flexible's store class, so it is
@@ -33,6 +34,7 @@ module.exports = {
   TimeoutError,
   UncertainOutcomeError,
   SwlStore,
+  DenialCache,
   LocalLimiter,
   MAX_WINDOWS,
   rateLimit,

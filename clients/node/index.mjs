@@ -10,6 +10,7 @@ export const {
   TimeoutError,
   UncertainOutcomeError,
   SwlStore,
+  DenialCache,
   LocalLimiter,
   MAX_WINDOWS,
   rateLimit,

@@ -215,7 +215,9 @@ class SWL {
   // timeoutMs, after which a command rejects with a TimeoutError (none by
   // default: the client's own timeouts apply), or for a check or refund
   // with an UncertainOutcomeError: the command is not taken back, and may
-  // still be carried out.
+  // still be carried out; denialCache, a DenialCache (lib/cache.js) that
+  // answers checks of keys Redis denied until their wait has passed (none
+  // by default: every check goes to Redis).
   constructor(options = {}) {
     const send = senderOf(options);
     // What the module probe's answer is shared by.
@@ -225,6 +227,7 @@ class SWL {
     this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
     this.encoding = options.encoding === undefined ? 'compact' : options.encoding;
     checkEncoding(this.encoding);
+    this.denialCache = options.denialCache || null;
     // True once the server answered that it has no module.
     this.usesLibrary = false;
     // Whether the server has the module, asked once before the first
@@ -291,10 +294,24 @@ class SWL {
 
   // Checks a request of `cost` units against `limit` per `windowMs` (and
   // any further `windows`, [[windowMs, limit], ...]) and records it if
-  // admitted. nowMs defaults to the server's clock.
+  // admitted. nowMs defaults to the server's clock. With a denial cache, a
+  // check it can answer does not reach Redis (see lib/cache.js); one with
+  // penalize or nowMs always does.
   check(key, windowMs, limit, options = {}) {
     const { cost, windows, penalize, nowMs } = options;
-    return this.run(CHECK, key, requestArgs(windowMs, limit, { cost, windows, penalize, nowMs }));
+    const args = requestArgs(windowMs, limit, { cost, windows, penalize, nowMs });
+    if (!this.denialCache) return this.run(CHECK, key, args);
+    return this.cachedCheck(key, windowMs, limit, options, args);
+  }
+
+  async cachedCheck(key, windowMs, limit, options, args) {
+    const cache = this.denialCache;
+    const cached = cache.answer(key, windowMs, limit, options);
+    if (cached) return cached;
+    const ticket = cache.ticket();
+    const verdict = await this.run(CHECK, key, args);
+    cache.keep(key, windowMs, limit, options, verdict, ticket);
+    return verdict;
   }
 
   // What check would reply now, changing nothing. With { oldest: true } the
@@ -306,9 +323,17 @@ class SWL {
 
   // Gives back up to `cost` of the newest recorded units (a request that
   // should not count after all) and replies what peek replies then.
+  // It drops the key's cached denials once Redis answered, or failed to.
   refund(key, windowMs, limit, options = {}) {
     const { cost, windows, nowMs } = options;
-    return this.run(REFUND, key, requestArgs(windowMs, limit, { cost, windows, nowMs }));
+    return this.forgetting(key, this.run(REFUND, key, requestArgs(windowMs, limit, { cost, windows, nowMs })));
+  }
+
+  // `pending`, after which the key's cached denials are dropped (also when
+  // it failed: a refund or delete that timed out may yet be carried out).
+  forgetting(key, pending) {
+    if (!this.denialCache) return pending;
+    return pending.finally(() => this.denialCache.forget(key));
   }
 
   // What the log holds in the last windowMs: its units and when the newest
@@ -325,11 +350,14 @@ class SWL {
     return MAX_LIMIT - 1 - counted.remaining;
   }
 
-  // Removes the log: resolves true if there was one.
-  async delete(key) {
-    await this.probe(key);
-    const deleted = await this.send(key, ['DEL', key], false);
-    return Number(deleted) === 1;
+  // Removes the log: resolves true if there was one. It drops the key's
+  // cached denials as refund does.
+  delete(key) {
+    return this.forgetting(key, (async () => {
+      await this.probe(key);
+      const deleted = await this.send(key, ['DEL', key], false);
+      return Number(deleted) === 1;
+    })());
   }
 
   // Loads the function library on the server (for a cluster, on the node

@@ -30,7 +30,7 @@ after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 it('packs the code, the types, the library and the license, and nothing else', () => {
   assert.deepEqual(tarball.files, [
-    'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
+    'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/cache.js', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
     'lib/local.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
   ]);
 });
@@ -77,7 +77,7 @@ it('installs into a fresh app, which loads the library it carries', async () => 
       }
     `], { cwd: app });
     assert.deepEqual(JSON.parse(alone.stdout), [
-      13, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
+      14, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
     ]);
     // As an ES module: SwlStore is the default export, as RedisStore is
     // rate-limit-redis's, and every name is there; require is unchanged.

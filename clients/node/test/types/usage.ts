@@ -4,6 +4,7 @@ import { createClient } from 'redis';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import {
+  DenialCache,
   SWL, SwlStore, RateLimiterSwl, LocalLimiter, MAX_WINDOWS, Verdict, UncertainOutcomeError, rateLimit, librarySource,
 } from 'redis-swl';
 
@@ -49,3 +50,9 @@ async function main(): Promise<void> {
 }
 
 void main;
+
+// The denial cache, given to a client.
+const denialCache = new DenialCache(1000);
+const cachedSwl = new SWL({ sendCommand: async (..._args: string[]) => null, denialCache });
+denialCache.forget('rl:alice');
+const cacheSize: number = cachedSwl.denialCache ? cachedSwl.denialCache.size : 0;
