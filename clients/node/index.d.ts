@@ -240,6 +240,18 @@ export interface RateLimitOptions {
   /** Who a request counts against; the TCP peer's address by default. */
   key?: (req: any) => string | Promise<string>;
   encoding?: Encoding;
+  /**
+   * Keys whose denials the denial cache remembers (10,000 by default; 0 turns it off): a denied client's next requests are
+   * answered denied, with RateLimit-Source: cache, until its wait has passed, without a call to Redis.
+   */
+  denialCacheKeys?: number;
+  /** The limiter's label in its metrics: a fixed name ('api', 'login'), never a path or a key; 'default' by default. */
+  name?: string;
+  /**
+   * A prom-client Registry (prom-client's `register`, or one of the app's) to count decisions in:
+   * redis_swl_decisions_total{limiter,decision,source} and redis_swl_decision_seconds{limiter,source}. None by default.
+   */
+  metrics?: object;
 }
 
 export interface RateLimitMiddleware {
@@ -248,6 +260,11 @@ export interface RateLimitMiddleware {
   failures(): number;
   /** Closes the connection to Redis. */
   close(): void;
+  /** Deletes a client's log (the key function's value) and drops its cached denials; true if there was a log. */
+  reset(client: string): Promise<boolean>;
+  /** Gives back units (the cost by default) of a client's newest recorded units and drops its cached denials. */
+  refund(client: string, units?: number): Promise<Verdict>;
+  readonly denialCache: DenialCache;
 }
 
 export declare function rateLimit(options: RateLimitOptions): RateLimitMiddleware;

@@ -13,10 +13,18 @@
 //   app.use(limiter);           // limits the routes registered after it
 //   app.post('/login', rateLimit({ url, windows: [[60000, 5]], key: byAccount }), login);
 //   limiter.failures();         // requests the policy decided, for a health endpoint
+//
+// A denied client's next requests are answered from a denial cache until
+// its wait has passed, without a call to Redis (RateLimit-Source: cache;
+// lib/cache.js). With a prom-client registry as `metrics`, each decision is
+// counted by limiter `name`, decision and source (lib/metrics.js).
 'use strict';
 
+const { performance } = require('node:perf_hooks');
 const { SWL, withTimeout } = require('./client');
+const { DenialCache, DEFAULT_KEYS } = require('./cache');
 const { LocalLimiter, MAX_WINDOWS } = require('./local');
+const { decisionMetrics } = require('./metrics');
 
 const POLICIES = Object.freeze(['open', 'closed', 'local']);
 
@@ -117,6 +125,9 @@ function rateLimit({
   keyPrefix = 'rl:',
   key = clientAddress,
   encoding = 'compact',
+  denialCacheKeys = DEFAULT_KEYS,
+  name = 'default',
+  metrics,
 }) {
   if (!POLICIES.includes(policy)) {
     throw new TypeError(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);
@@ -129,6 +140,8 @@ function rateLimit({
     throw new TypeError(`timeoutMs must be a whole number of milliseconds above 0, not ${String(timeoutMs)}`);
   }
   const [[windowMs, limit], ...moreWindows] = windows;
+  const cache = new DenialCache(denialCacheKeys);
+  const record = metrics === undefined || metrics === null ? null : decisionMetrics(metrics, name);
   // The connection times each command itself, so that it can drop the
   // connection a command timed out on.
   const redis = connection(url, timeoutMs);
@@ -156,30 +169,70 @@ function rateLimit({
   // Connect now rather than on the first request.
   redis.connected().catch(() => {});
 
+  const options = { cost, windows: moreWindows };
+  // Where a decision came from, counted once it is made.
+  const decided = (started, allowed, source) => {
+    if (record) record(allowed ? 'admitted' : 'denied', source, (performance.now() - started) / 1000);
+  };
+
   const middleware = async (req, res, next) => {
+    const started = performance.now();
     // Express 5 passes a key function's rejection on to the error handler.
     const name = keyPrefix + (await key(req));
-    let verdict = await check(name);
-    let source = 'redis';
+    // A cached denial answers also while Redis fails: it is no failure.
+    let verdict = cache.answer(name, windowMs, limit, options);
+    let source = 'cache';
+    if (verdict === null) {
+      const ticket = cache.ticket();
+      verdict = await check(name);
+      source = 'redis';
+      if (verdict !== null) cache.keep(name, windowMs, limit, options, verdict, ticket);
+    }
     if (verdict === null) {
       failures += 1;
       if (policy === 'open') {
         console.warn(`rate limit: failing open for ${name}`);
+        decided(started, true, 'open');
         res.set('RateLimit-Source', 'open');
         return next();
       }
       if (policy === 'closed') {
+        decided(started, false, 'closed');
         res.set({ 'Retry-After': '1', 'RateLimit-Source': 'closed' });
         return res.status(503).type('text/plain').send('rate limiter unavailable\n');
       }
       verdict = local.check(name, windows, Date.now(), cost);
       source = 'local';
     }
+    decided(started, verdict.allowed, source);
     res.set(rateLimitHeaders(verdict));
     res.set('RateLimit-Source', source);
     if (verdict.allowed) return next();
     return res.status(429).type('text/plain').send('too many requests\n');
   };
+  // Deletes a client's log (`client`: what the key function returned, before
+  // the prefix) and drops its cached denials, so that its next request is
+  // admitted as a new client's. Resolves true if there was a log.
+  middleware.reset = async (client) => {
+    const name = keyPrefix + client;
+    try {
+      return await swl.delete(name);
+    } finally {
+      cache.forget(name);
+    }
+  };
+  // Gives back `units` of a client's newest recorded units (SWL.REFUND),
+  // and drops its cached denials: a request that should not count after all.
+  middleware.refund = async (client, units = cost) => {
+    const name = keyPrefix + client;
+    try {
+      return await swl.refund(name, windowMs, limit, { cost: units, windows: moreWindows });
+    } finally {
+      cache.forget(name);
+    }
+  };
+  // The denial cache, for cache.forget(name) after a change made elsewhere.
+  middleware.denialCache = cache;
   // Requests decided by the failure policy since start.
   middleware.failures = () => failures;
   // Closes the connection to Redis.

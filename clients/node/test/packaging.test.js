@@ -31,7 +31,7 @@ after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 it('packs the code, the types, the library and the license, and nothing else', () => {
   assert.deepEqual(tarball.files, [
     'LICENSE', 'README.md', 'index.d.mts', 'index.d.ts', 'index.js', 'index.mjs', 'lib/cache.js', 'lib/client.js', 'lib/express-rate-limit.js', 'lib/library.js',
-    'lib/local.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
+    'lib/local.js', 'lib/metrics.js', 'lib/middleware.js', 'lib/rate-limiter-flexible.js', 'package.json', 'swl.lua',
   ]);
 });
 

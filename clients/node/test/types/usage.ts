@@ -3,6 +3,7 @@
 import { createClient } from 'redis';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { register } from 'prom-client';
 import {
   DenialCache,
   SWL, SwlStore, RateLimiterSwl, LocalLimiter, MAX_WINDOWS, Verdict, UncertainOutcomeError, rateLimit, librarySource,
@@ -45,6 +46,13 @@ async function main(): Promise<void> {
   const most: number = MAX_WINDOWS;
   const middleware = rateLimit({ url: 'redis://127.0.0.1:6379/', windows: [[60000, 100]], policy: 'local' });
   const failures: number = middleware.failures();
+  const counted = rateLimit({
+    url: 'redis://127.0.0.1:6379/', windows: [[60000, 100]], denialCacheKeys: 0, name: 'api', metrics: register,
+  });
+  const wasThere: boolean = await counted.reset('127.0.0.1');
+  const refunded: Verdict = await counted.refund('127.0.0.1');
+  counted.denialCache.forget('rl:127.0.0.1');
+  console.log(wasThere, refunded);
   const source: string = librarySource('zset');
   console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, most, failures, source);
 }
