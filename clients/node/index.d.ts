@@ -78,15 +78,15 @@ export interface CommonOptions {
    * command it has not written by then. By default the client's own timeouts apply.
    */
   timeoutMs?: number;
-}
-
-export type SWLOptions = Sender & CommonOptions & {
   /**
-   * Answers checks of keys Redis denied, denied, until their wait has passed, without a call to Redis (none by default).
-   * refund and delete drop the key's denials; a check with penalize or nowMs neither uses nor fills it.
+   * Answers checks of keys Redis denied, denied, until their wait has passed, without a call to Redis (none by default for
+   * SWL, SwlStore and RateLimiterSwl). refund and delete (SwlStore's resetKey and decrement, RateLimiterSwl's reward and
+   * delete) drop the key's denials; a check with penalize or nowMs neither uses nor fills it.
    */
   denialCache?: DenialCache;
-};
+}
+
+export type SWLOptions = Sender & CommonOptions;
 
 export interface CallOptions {
   /** Units the request weighs (1 to 100000). */
@@ -162,6 +162,11 @@ export interface RateLimiterSwlOptions extends CommonOptions {
   blockDuration?: number;
   /** Points, rejected consumes included, at which a key is blocked for blockDuration (more than points). */
   blockOnConsumed?: number;
+  /**
+   * Equal to points: a key's rejections are answered in memory (a DenialCache of 10,000 keys, or denialCache) until their
+   * msBeforeNext has passed. Not with blockOnConsumed; inMemoryBlockDuration is not supported.
+   */
+  inMemoryBlockOnConsumed?: number;
   /** Fail a call at once (to the insurance limiter) while the client is not connected, rather than queue it. */
   rejectIfRedisNotReady?: boolean;
   /** A rate-limiter-flexible limiter that answers while Redis cannot. */

@@ -17,8 +17,11 @@ class SwlStore {
   // them, called with `this` the store, as it calls them, for subclasses)
   // or client; prefix ('rl:', as RedisStore's); keySuffix (':swl'; '' and
   // prefix 'swl:' keep the keys of redis-swl 0.3); limit, for a rate
-  // limiter whose limit is a function (the largest it returns); encoding
-  // and timeoutMs as SWL takes them.
+  // limiter whose limit is a function (the largest it returns); encoding,
+  // timeoutMs and denialCache as SWL takes them (no denial cache by
+  // default: with one, a denied client's requests are answered denied
+  // without Redis until its wait has passed; resetKey and decrement's
+  // refunds drop its denials).
   constructor(options = {}) {
     const bound = { ...options };
     for (const name of ['sendCommand', 'sendCommandCluster']) {

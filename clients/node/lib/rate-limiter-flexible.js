@@ -7,6 +7,7 @@
 const RateLimiterStoreAbstract = require('rate-limiter-flexible/lib/RateLimiterStoreAbstract');
 const RateLimiterRes = require('rate-limiter-flexible/lib/RateLimiterRes');
 const { SWL, MAX_LIMIT } = require('./client');
+const { DenialCache, DEFAULT_KEYS } = require('./cache');
 
 // The most entries one call writes (the module's cap on COST).
 const MAX_COST = 100000;
@@ -41,10 +42,24 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
   // rejectIfRedisNotReady), plus keySuffix (':swl'; '' keeps the keys of
   // redis-swl 0.3), encoding and timeoutMs as SWL takes them. A timeout is
   // what lets the insurance limiter answer while Redis is stalled.
+  //
+  // inMemoryBlockOnConsumed (equal to points: a rejected consume records
+  // nothing, so the log holds no more) keeps a key's rejections in a
+  // denial cache (lib/cache.js, 10,000 keys), answered without Redis until
+  // their msBeforeNext has passed, as RateLimiterRedis keeps them in memory;
+  // denialCache gives one of the application's instead. None by default.
   constructor(opts = {}) {
     super(opts);
-    if (this.inMemoryBlockOnConsumed > 0) {
-      throw new TypeError('RateLimiterSwl: inMemoryBlockOnConsumed is not supported: a rejected consume records nothing');
+    if (this.inMemoryBlockDuration > 0) {
+      throw new TypeError('RateLimiterSwl: inMemoryBlockDuration is not supported: a rejection is kept in memory until it ends');
+    }
+    if (this.inMemoryBlockOnConsumed > this.points) {
+      throw new TypeError(`RateLimiterSwl: inMemoryBlockOnConsumed must equal points (${this.points}): a rejected consume records nothing`);
+    }
+    let denialCache = opts.denialCache || null;
+    if (!denialCache && this.inMemoryBlockOnConsumed > 0) denialCache = new DenialCache(DEFAULT_KEYS);
+    if (denialCache && this._isBlockOnConsumedEnabled()) {
+      throw new TypeError('RateLimiterSwl: a denial cache with blockOnConsumed is not supported: every rejected consume is recorded until it blocks');
     }
     if (this.execEvenly) throw new TypeError('RateLimiterSwl: execEvenly is not supported');
     this.client = opts.storeClient;
@@ -52,6 +67,9 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     if (typeof this.keySuffix !== 'string') throw new TypeError('RateLimiterSwl: keySuffix must be a string');
     this.rejectIfRedisNotReady = Boolean(opts.rejectIfRedisNotReady);
     this.swl = new SWL({ client: opts.storeClient, encoding: opts.encoding, timeoutMs: opts.timeoutMs });
+    // Kept here rather than by the client: which denials it may keep
+    // depends on blockDuration (see _consume).
+    this.denialCache = denialCache;
     this.windowMs(); // refuses a duration that is no window now, not at the first call
   }
 
@@ -107,7 +125,17 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     this.ready(rlKey, false);
     const log = this.logKey(rlKey);
     const windowMs = this.windowMs(options);
-    const verdict = await this.swl.check(log, windowMs, this.points, { cost });
+    const cache = this.denialCache;
+    const call = { cost };
+    if (cache) {
+      const cached = cache.answer(log, windowMs, this.points, call);
+      if (cached) throw this.result(this.points - cached.remaining, cached.retryAfterMs, false);
+    }
+    const ticket = cache && cache.ticket();
+    const verdict = await this.swl.check(log, windowMs, this.points, call);
+    // With blockDuration, a rejection may write a block once its wait is
+    // below blockDuration: only the block itself is kept then.
+    if (cache && (verdict.allowed || !(this.blockDuration > 0))) cache.keep(log, windowMs, this.points, call, verdict, ticket);
     const units = this.points - verdict.remaining;
     if (verdict.allowed) return this.result(units, verdict.resetAfterMs, units === cost);
     const res = this.result(units, verdict.retryAfterMs, false);
@@ -119,9 +147,24 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
         await this._block(rlKey, this._getBlockedPoints(), this.msBlockDuration, options);
         res.msBeforeNext = this.msBlockDuration;
         res.remainingPoints = 0;
+        // The log now denies until the block ends, and writes no block
+        // before.
+        if (cache) {
+          const blocked = {
+            ...verdict, remaining: 0, retryAfterMs: this.msBlockDuration, resetAfterMs: Math.max(verdict.resetAfterMs, this.msBlockDuration),
+          };
+          cache.keep(log, windowMs, this.points, call, blocked, ticket);
+        }
       }
     }
     throw res;
+  }
+
+  // `pending`, after which a key's cached rejections are dropped (also
+  // when it failed: a refund or delete that timed out may yet be done).
+  forgetting(log, pending) {
+    if (!this.denialCache) return pending;
+    return pending.finally(() => this.denialCache.forget(log));
   }
 
   // blockDuration: a rejection blocks for at least blockDuration, a
@@ -161,10 +204,10 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
     this.ready(rlKey, false);
     const log = this.logKey(rlKey);
     const windowMs = this.windowMs(options);
-    const [refunded, usage] = await Promise.all([
+    const [refunded, usage] = await this.forgetting(log, Promise.all([
       this.swl.refund(log, windowMs, MAX_LIMIT, { cost }),
       this.swl.peek(log, windowMs, 0),
-    ]);
+    ]));
     return this.result(MAX_LIMIT - cost - refunded.remaining, usage.resetAfterMs, false);
   }
 
@@ -183,7 +226,7 @@ class RateLimiterSwl extends RateLimiterStoreAbstract {
 
   async _delete(rlKey) {
     this.ready(rlKey, false);
-    return this.swl.delete(this.logKey(rlKey));
+    return this.forgetting(this.logKey(rlKey), this.swl.delete(this.logKey(rlKey)));
   }
 
   // block(key, secDuration), and a rejected consume with blockDuration:

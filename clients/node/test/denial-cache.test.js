@@ -100,3 +100,76 @@ for (const module of [true, false]) {
     });
   });
 }
+
+describe('the drop-ins with a denial cache', () => {
+  let server;
+  let redis;
+  before(async () => {
+    server = await RedisServer.start();
+    redis = await server.client();
+  });
+  after(async () => {
+    redis.destroy();
+    await server.stop();
+  });
+
+  it('RateLimiterSwl keeps rejections in memory with inMemoryBlockOnConsumed, until reward or delete', async () => {
+    const { RateLimiterSwl } = require('..'); // eslint-disable-line global-require
+    assert.equal(new RateLimiterSwl({ storeClient: redis, points: 3, duration: 60 }).denialCache, null);
+    const rl = new RateLimiterSwl({ storeClient: redis, points: 3, duration: 60, inMemoryBlockOnConsumed: 3 });
+    for (let n = 0; n < 3; n += 1) await rl.consume('mem');
+    const first = await rl.consume('mem').catch((res) => res);
+    assert.equal(first.remainingPoints, 0);
+    const before = await checks(redis);
+    for (let n = 0; n < 3; n += 1) {
+      const res = await rl.consume('mem').catch((rejected) => rejected);
+      assert.equal(res.remainingPoints, 0);
+      assert.equal(res.consumedPoints, 3);
+      assert.ok(res.msBeforeNext <= first.msBeforeNext && res.msBeforeNext > first.msBeforeNext - 1000);
+    }
+    assert.equal(await checks(redis), before);
+    await rl.reward('mem');
+    assert.equal((await rl.consume('mem')).remainingPoints, 0);
+    await assert.rejects(rl.consume('mem'));
+    await rl.delete('mem');
+    assert.equal((await rl.consume('mem')).remainingPoints, 2);
+  });
+
+  it('RateLimiterSwl still writes a blockDuration block to Redis, and answers it from memory', async () => {
+    const { RateLimiterSwl } = require('..'); // eslint-disable-line global-require
+    const rl = new RateLimiterSwl({
+      storeClient: redis, points: 2, duration: 60, blockDuration: 120, inMemoryBlockOnConsumed: 2,
+    });
+    for (let n = 0; n < 2; n += 1) await rl.consume('blocked');
+    const first = await rl.consume('blocked').catch((res) => res);
+    assert.equal(first.msBeforeNext, 120000);
+    assert.equal(await redis.sendCommand(['SWL.ENTRIES', 'rlflx:blocked:swl']).then((e) => e.length), 5);
+    const before = await checks(redis);
+    const again = await rl.consume('blocked').catch((res) => res);
+    assert.ok(again.msBeforeNext <= 120000 && again.msBeforeNext > 119000, String(again.msBeforeNext));
+    assert.equal(await checks(redis), before);
+  });
+
+  it('SwlStore answers denials from a denial cache it is given, until resetKey', async () => {
+    const express = require('express'); // eslint-disable-line global-require
+    const { rateLimit } = require('express-rate-limit'); // eslint-disable-line global-require
+    const { SwlStore } = require('..'); // eslint-disable-line global-require
+    assert.equal(new SwlStore({ client: redis }).swl.denialCache, null);
+    const store = new SwlStore({ client: redis, denialCache: new DenialCache() });
+    const app = express();
+    app.use(rateLimit({ windowMs: 60000, limit: 2, store, standardHeaders: 'draft-7', legacyHeaders: false }));
+    app.get('/', (req, res) => res.send('hello\n'));
+    const listening = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)); });
+    const get = () => fetch(`http://127.0.0.1:${listening.address().port}/`).then(async (r) => { await r.text(); return r.status; });
+    try {
+      assert.deepEqual([await get(), await get(), await get()], [200, 200, 429]);
+      const before = await checks(redis);
+      assert.deepEqual([await get(), await get()], [429, 429]);
+      assert.equal(await checks(redis), before);
+      await store.resetKey('127.0.0.1');
+      assert.equal(await get(), 200);
+    } finally {
+      listening.close();
+    }
+  });
+});

@@ -306,7 +306,13 @@ describe('RateLimiterSwl', () => {
   it('refuses what a sliding log cannot do', async () => {
     const storeClient = { sendCommand() {} };
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 1, inMemoryBlockOnConsumed: 10 }),
-      /inMemoryBlockOnConsumed is not supported/);
+      /inMemoryBlockOnConsumed must equal points \(5\): a rejected consume records nothing/);
+    assert.throws(() => new RateLimiterSwl({
+      storeClient, points: 5, duration: 1, inMemoryBlockOnConsumed: 5, inMemoryBlockDuration: 10,
+    }), /inMemoryBlockDuration is not supported/);
+    assert.throws(() => new RateLimiterSwl({
+      storeClient, points: 5, duration: 1, inMemoryBlockOnConsumed: 5, blockOnConsumed: 7, blockDuration: 10,
+    }), /a denial cache with blockOnConsumed is not supported/);
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 1, keySuffix: 1 }), /keySuffix must be a string/);
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0.0001 }), /not a window of whole milliseconds/);
     assert.throws(() => new RateLimiterSwl({ storeClient, points: 5, duration: 0 }), /not a window of whole milliseconds/);

@@ -64,3 +64,5 @@ const denialCache = new DenialCache(1000);
 const cachedSwl = new SWL({ sendCommand: async (..._args: string[]) => null, denialCache });
 denialCache.forget('rl:alice');
 const cacheSize: number = cachedSwl.denialCache ? cachedSwl.denialCache.size : 0;
+const cachedStore = new SwlStore({ sendCommand: async (..._args: string[]) => null, denialCache: new DenialCache() });
+void cachedStore;
