@@ -12,7 +12,8 @@ import sys
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
+from prometheus_client import disable_created_metrics, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from redis_swl.asgi import RateLimiter, RateLimitMiddleware, client_address
 
@@ -65,7 +66,8 @@ def failures():
 
 @app.get("/metrics")
 def metrics():
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    # The text format every Prometheus reads, as the Rust app serves it.
+    return Response(generate_latest(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
 app.mount("/", api)

@@ -126,7 +126,8 @@ def test_a_client_at_twenty_times_its_limit_sees_what_it_sees_without_the_cache(
 def metric_lines(app: App) -> List[str]:
     """The /metrics lines of the decisions, but the histogram's buckets and sums."""
     status, headers, body = app.get("/metrics")
-    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert status == 200
+    assert headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     return sorted(line for line in body.decode().splitlines()
                   if line.startswith(("redis_swl_decisions_total", "redis_swl_decision_seconds_count")))
 
