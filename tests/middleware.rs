@@ -832,3 +832,102 @@ fn the_axum_app_refuses_an_unknown_denial_cache_setting() {
         r#"DENIAL_CACHE: unknown setting "maybe" (accepted: on, off)"#
     );
 }
+
+/// The FastAPI app's denial cache and /metrics, as the axum app's above:
+/// prometheus_client writes the labels in alphabetical order (decision,
+/// limiter, source) and every count as a float.
+#[test]
+fn the_fastapi_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
+    let kind = Kind::Python;
+    if !kind.set_up() {
+        return;
+    }
+    let mut redis = Server::start();
+    let app = App::start(kind, redis.port(), "closed", "60000:3");
+    let off = App::start_with(
+        kind,
+        redis.port(),
+        "closed",
+        "60000:3",
+        &[("DENIAL_CACHE", "off")],
+    );
+    app.wait_for_redis("warm-up");
+    off.wait_for_redis("warm-up");
+    let before = metrics(&app, "operator");
+    let calls = || -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut redis.connect())
+            .expect("INFO commandstats");
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_swl.check:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .expect("SWL.CHECK's calls")
+    };
+    let sent = calls();
+    let sources = |app: &App, client: &str| -> Vec<String> {
+        (0..8)
+            .map(|_| {
+                let reply = app.get(client);
+                format!("{} {}", reply.status, reply.header("ratelimit-source"))
+            })
+            .collect()
+    };
+    let mut expected = vec!["200 redis"; 3];
+    expected.push("429 redis");
+    expected.extend(["429 cache"; 4]);
+    assert_eq!(sources(&app, "metrics"), expected);
+    assert_eq!(calls(), sent + 4, "the cache answered without Redis");
+    let mut without = vec!["200 redis"; 3];
+    without.extend(["429 redis"; 5]);
+    assert_eq!(sources(&off, "metrics-off"), without);
+    assert_eq!(calls(), sent + 12);
+    redis.stop_for_a_while(|| {
+        for _ in 0..2 {
+            assert_eq!(app.get("metrics-down").status, 503);
+        }
+    });
+    let after = metrics(&app, "operator");
+    let delta = |sample: &str| {
+        after.get(sample).copied().unwrap_or(0.0) - before.get(sample).copied().unwrap_or(0.0)
+    };
+    for (decision, source, count) in [
+        ("admitted", "redis", 3.0),
+        ("denied", "redis", 1.0),
+        ("denied", "cache", 4.0),
+        ("denied", "closed", 2.0),
+        ("admitted", "open", 0.0),
+    ] {
+        let sample = format!(
+            r#"redis_swl_decisions_total{{decision="{decision}",limiter="default",source="{source}"}}"#
+        );
+        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
+    }
+    for (source, count) in [("redis", 4.0), ("cache", 4.0), ("closed", 2.0)] {
+        let sample =
+            format!(r#"redis_swl_decision_seconds_count{{limiter="default",source="{source}"}}"#);
+        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
+    }
+    let cached = r#"redis_swl_decisions_total{decision="denied",limiter="default",source="cache"}"#;
+    assert_eq!(metrics(&off, "operator").get(cached), None);
+}
+
+/// DENIAL_CACHE takes on or off; anything else stops the FastAPI app at once.
+#[test]
+fn the_fastapi_app_refuses_an_unknown_denial_cache_setting() {
+    let kind = Kind::Python;
+    if !kind.set_up() {
+        return;
+    }
+    let output = app_command(kind, free_port(), free_port(), "open", "60000:3")
+        .env("DENIAL_CACHE", "maybe")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the FastAPI app");
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        r#"DENIAL_CACHE: unknown setting "maybe" (accepted: on, off)"#
+    );
+}
