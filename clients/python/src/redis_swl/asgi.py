@@ -252,6 +252,7 @@ class RateLimiter:
         ``asyncio.TimeoutError`` after four timeouts."""
         keys = [self.key_prefix + client] + [
             f"{self.key_prefix}{route}:{client}" for route, ws in self.routes.items() if ws]
+
         async def delete() -> None:
             redis = self._client().client
             for key in keys:  # one by one: in a cluster they may be on different nodes
