@@ -14,7 +14,9 @@ case "${1:-}" in
 python)
     command -v python3 >/dev/null || { echo "setup-examples: no python3" >&2; exit 3; }
     env=target/middleware/python
-    if ! "$env/bin/python" -c 'import fastapi, uvicorn, redis, hatchling' 2>/dev/null; then
+    # Made anew when the app's requirements change, as setup-python.sh does.
+    if ! cmp -s examples/fastapi/requirements.txt "$env/requirements.txt" ||
+        ! "$env/bin/python" -c 'import fastapi, uvicorn, redis, hatchling' 2>/dev/null; then
         rm -rf "$env"
         if ! python3 -m venv "$env" 2>/dev/null; then
             # Debian ships the venv module apart from python3.
@@ -26,6 +28,7 @@ python)
             python3 -m venv "$env" || { echo "setup-examples: python3 -m venv failed (on Debian: apt-get install python3-venv)" >&2; exit 1; }
         fi
         "$env/bin/pip" install -q -r examples/fastapi/requirements.txt hatchling==1.27.0 || exit 1
+        cp examples/fastapi/requirements.txt "$env/requirements.txt"
     fi
     "$env/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps ./clients/python || exit 1
     ;;

@@ -717,7 +717,9 @@ fn the_axum_app_refuses_an_unknown_policy() {
     refuses_an_unknown_policy(Kind::Rust);
 }
 
-/// GET /metrics: each sample of the Prometheus text, by name and labels.
+/// GET /metrics: each sample of the Prometheus text, by name and labels,
+/// the labels in alphabetical order (prometheus_client writes them so,
+/// the others in the order they were given) and every count as a number.
 fn metrics(app: &App, client: &str) -> HashMap<String, f64> {
     let reply = request(app.port, address(client), "/metrics", &[]);
     assert_eq!(reply.status, 200, "/metrics: {reply:?}");
@@ -731,191 +733,118 @@ fn metrics(app: &App, client: &str) -> HashMap<String, f64> {
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .map(|line| {
             let (sample, value) = line.rsplit_once(' ').expect("a sample and its value");
-            (sample.to_string(), value.parse().expect("a number"))
+            let sample = match sample.split_once('{') {
+                Some((name, labels)) => {
+                    let mut labels: Vec<&str> = labels.trim_end_matches('}').split(',').collect();
+                    labels.sort();
+                    format!("{name}{{{}}}", labels.join(","))
+                }
+                None => sample.to_string(),
+            };
+            (sample, value.parse().expect("a number"))
         })
         .collect()
 }
 
-/// The axum app's denial cache answers a denied client's next requests
+/// An app's denial cache answers a denied client's next requests
 /// (RateLimit-Source: cache) without asking Redis, unless DENIAL_CACHE=off,
-/// and /metrics, outside the limit, counts each decision by its source.
+/// and /metrics, outside the limit, counts each decision by its source,
+/// under the same names and labels in every language.
+fn answers_denials_from_its_cache_and_counts_decisions_at_metrics(kind: Kind) {
+    if !kind.set_up() {
+        return;
+    }
+    let mut redis = Server::start();
+    let app = App::start(kind, redis.port(), "closed", "60000:3");
+    let off = App::start_with(
+        kind,
+        redis.port(),
+        "closed",
+        "60000:3",
+        &[("DENIAL_CACHE", "off")],
+    );
+    app.wait_for_redis("warm-up");
+    off.wait_for_redis("warm-up");
+    let before = metrics(&app, "operator");
+    let calls = || -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut redis.connect())
+            .expect("INFO commandstats");
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_swl.check:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .expect("SWL.CHECK's calls")
+    };
+    let sent = calls();
+    let sources = |app: &App, client: &str| -> Vec<String> {
+        (0..8)
+            .map(|_| {
+                let reply = app.get(client);
+                format!("{} {}", reply.status, reply.header("ratelimit-source"))
+            })
+            .collect()
+    };
+    let mut expected = vec!["200 redis"; 3];
+    expected.push("429 redis");
+    expected.extend(["429 cache"; 4]);
+    assert_eq!(sources(&app, "metrics"), expected);
+    assert_eq!(calls(), sent + 4, "the cache answered without Redis");
+    let mut without = vec!["200 redis"; 3];
+    without.extend(["429 redis"; 5]);
+    assert_eq!(sources(&off, "metrics-off"), without);
+    assert_eq!(calls(), sent + 12);
+    redis.stop_for_a_while(|| {
+        for _ in 0..2 {
+            assert_eq!(app.get("metrics-down").status, 503);
+        }
+    });
+    let after = metrics(&app, "operator");
+    let delta = |sample: &str| {
+        after.get(sample).copied().unwrap_or(0.0) - before.get(sample).copied().unwrap_or(0.0)
+    };
+    let decisions = |decision: &str, source: &str| {
+        format!(
+            r#"redis_swl_decisions_total{{decision="{decision}",limiter="default",source="{source}"}}"#
+        )
+    };
+    for (decision, source, count) in [
+        ("admitted", "redis", 3.0),
+        ("denied", "redis", 1.0),
+        ("denied", "cache", 4.0),
+        ("denied", "closed", 2.0),
+        ("admitted", "open", 0.0),
+    ] {
+        let sample = decisions(decision, source);
+        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
+    }
+    for (source, count) in [("redis", 4.0), ("cache", 4.0), ("closed", 2.0)] {
+        let sample =
+            format!(r#"redis_swl_decision_seconds_count{{limiter="default",source="{source}"}}"#);
+        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
+    }
+    let cached = decisions("denied", "cache");
+    assert_eq!(metrics(&off, "operator").get(&cached), None);
+}
+
 #[test]
 fn the_axum_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
-    let kind = Kind::Rust;
-    if !kind.set_up() {
-        return;
-    }
-    let mut redis = Server::start();
-    let app = App::start(kind, redis.port(), "closed", "60000:3");
-    let off = App::start_with(
-        kind,
-        redis.port(),
-        "closed",
-        "60000:3",
-        &[("DENIAL_CACHE", "off")],
-    );
-    app.wait_for_redis("warm-up");
-    off.wait_for_redis("warm-up");
-    let before = metrics(&app, "operator");
-    let calls = || -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut redis.connect())
-            .expect("INFO commandstats");
-        info.lines()
-            .find_map(|l| l.strip_prefix("cmdstat_swl.check:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .expect("SWL.CHECK's calls")
-    };
-    let sent = calls();
-    let sources = |app: &App, client: &str| -> Vec<String> {
-        (0..8)
-            .map(|_| {
-                let reply = app.get(client);
-                format!("{} {}", reply.status, reply.header("ratelimit-source"))
-            })
-            .collect()
-    };
-    let mut expected = vec!["200 redis"; 3];
-    expected.push("429 redis");
-    expected.extend(["429 cache"; 4]);
-    assert_eq!(sources(&app, "metrics"), expected);
-    assert_eq!(calls(), sent + 4, "the cache answered without Redis");
-    let mut without = vec!["200 redis"; 3];
-    without.extend(["429 redis"; 5]);
-    assert_eq!(sources(&off, "metrics-off"), without);
-    assert_eq!(calls(), sent + 12);
-    redis.stop_for_a_while(|| {
-        for _ in 0..2 {
-            assert_eq!(app.get("metrics-down").status, 503);
-        }
-    });
-    let after = metrics(&app, "operator");
-    let delta = |sample: &str| {
-        after.get(sample).copied().unwrap_or(0.0) - before.get(sample).copied().unwrap_or(0.0)
-    };
-    for (labels, count) in [
-        (r#"decision="admitted",source="redis""#, 3.0),
-        (r#"decision="denied",source="redis""#, 1.0),
-        (r#"decision="denied",source="cache""#, 4.0),
-        (r#"decision="denied",source="closed""#, 2.0),
-        (r#"decision="admitted",source="open""#, 0.0),
-    ] {
-        let sample = format!(r#"redis_swl_decisions_total{{limiter="default",{labels}}}"#);
-        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
-    }
-    for (source, count) in [("redis", 4.0), ("cache", 4.0), ("closed", 2.0)] {
-        let sample =
-            format!(r#"redis_swl_decision_seconds_count{{limiter="default",source="{source}"}}"#);
-        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
-    }
-    let cached = r#"redis_swl_decisions_total{limiter="default",decision="denied",source="cache"}"#;
-    assert_eq!(metrics(&off, "operator").get(cached), None);
+    answers_denials_from_its_cache_and_counts_decisions_at_metrics(Kind::Rust);
 }
 
-/// DENIAL_CACHE takes on or off; anything else stops the axum app at once.
-#[test]
-fn the_axum_app_refuses_an_unknown_denial_cache_setting() {
-    let kind = Kind::Rust;
-    if !kind.set_up() {
-        return;
-    }
-    let output = app_command(kind, free_port(), free_port(), "open", "60000:3")
-        .env("DENIAL_CACHE", "maybe")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the axum app");
-    assert_eq!(output.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr).trim(),
-        r#"DENIAL_CACHE: unknown setting "maybe" (accepted: on, off)"#
-    );
-}
-
-/// The Express app's denial cache answers a denied client's next requests
-/// (RateLimit-Source: cache) without asking Redis, unless DENIAL_CACHE=off,
-/// and /metrics, outside the limit, counts each decision by its source, as
-/// the axum app's do.
 #[test]
 fn the_express_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
-    let kind = Kind::Node;
-    if !kind.set_up() {
-        return;
-    }
-    let mut redis = Server::start();
-    let app = App::start(kind, redis.port(), "closed", "60000:3");
-    let off = App::start_with(
-        kind,
-        redis.port(),
-        "closed",
-        "60000:3",
-        &[("DENIAL_CACHE", "off")],
-    );
-    app.wait_for_redis("warm-up");
-    off.wait_for_redis("warm-up");
-    let before = metrics(&app, "operator");
-    let calls = || -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut redis.connect())
-            .expect("INFO commandstats");
-        info.lines()
-            .find_map(|l| l.strip_prefix("cmdstat_swl.check:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .expect("SWL.CHECK's calls")
-    };
-    let sent = calls();
-    let sources = |app: &App, client: &str| -> Vec<String> {
-        (0..8)
-            .map(|_| {
-                let reply = app.get(client);
-                format!("{} {}", reply.status, reply.header("ratelimit-source"))
-            })
-            .collect()
-    };
-    let mut expected = vec!["200 redis"; 3];
-    expected.push("429 redis");
-    expected.extend(["429 cache"; 4]);
-    assert_eq!(sources(&app, "metrics"), expected);
-    assert_eq!(calls(), sent + 4, "the cache answered without Redis");
-    let mut without = vec!["200 redis"; 3];
-    without.extend(["429 redis"; 5]);
-    assert_eq!(sources(&off, "metrics-off"), without);
-    assert_eq!(calls(), sent + 12);
-    redis.stop_for_a_while(|| {
-        for _ in 0..2 {
-            assert_eq!(app.get("metrics-down").status, 503);
-        }
-    });
-    let after = metrics(&app, "operator");
-    let delta = |sample: &str| {
-        after.get(sample).copied().unwrap_or(0.0) - before.get(sample).copied().unwrap_or(0.0)
-    };
-    for (labels, count) in [
-        (r#"decision="admitted",source="redis""#, 3.0),
-        (r#"decision="denied",source="redis""#, 1.0),
-        (r#"decision="denied",source="cache""#, 4.0),
-        (r#"decision="denied",source="closed""#, 2.0),
-        (r#"decision="admitted",source="open""#, 0.0),
-    ] {
-        let sample = format!(r#"redis_swl_decisions_total{{limiter="default",{labels}}}"#);
-        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
-    }
-    for (source, count) in [("redis", 4.0), ("cache", 4.0), ("closed", 2.0)] {
-        let sample =
-            format!(r#"redis_swl_decision_seconds_count{{limiter="default",source="{source}"}}"#);
-        assert_eq!(delta(&sample), count, "{sample} in {after:?}");
-    }
-    let cached = r#"redis_swl_decisions_total{limiter="default",decision="denied",source="cache"}"#;
-    assert_eq!(metrics(&off, "operator").get(cached), None);
+    answers_denials_from_its_cache_and_counts_decisions_at_metrics(Kind::Node);
 }
 
-/// DENIAL_CACHE takes on or off; anything else stops the Express app at once.
 #[test]
-fn the_express_app_refuses_an_unknown_denial_cache_setting() {
-    let kind = Kind::Node;
+fn the_fastapi_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
+    answers_denials_from_its_cache_and_counts_decisions_at_metrics(Kind::Python);
+}
+
+/// DENIAL_CACHE takes on or off; anything else stops an app at once.
+fn refuses_an_unknown_denial_cache_setting(kind: Kind) {
     if !kind.set_up() {
         return;
     }
@@ -923,10 +852,25 @@ fn the_express_app_refuses_an_unknown_denial_cache_setting() {
         .env("DENIAL_CACHE", "maybe")
         .stdin(Stdio::null())
         .output()
-        .expect("run the Express app");
+        .expect("run the app");
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr).trim(),
         r#"DENIAL_CACHE: unknown setting "maybe" (accepted: on, off)"#
     );
+}
+
+#[test]
+fn the_axum_app_refuses_an_unknown_denial_cache_setting() {
+    refuses_an_unknown_denial_cache_setting(Kind::Rust);
+}
+
+#[test]
+fn the_express_app_refuses_an_unknown_denial_cache_setting() {
+    refuses_an_unknown_denial_cache_setting(Kind::Node);
+}
+
+#[test]
+fn the_fastapi_app_refuses_an_unknown_denial_cache_setting() {
+    refuses_an_unknown_denial_cache_setting(Kind::Python);
 }

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
 from conftest import ENCODINGS, log_kind
@@ -189,3 +189,103 @@ def test_a_request_slower_than_its_window_is_not_refunded(start_server):
             time.sleep(0.005)
     finally:
         stop()
+
+
+def cache_app(limiter: RateLimiter, release) -> FastAPI:
+    """An app whose /slow fails once ``release`` (a threading.Event) is set,
+    and whose /reset resets the caller."""
+    app = FastAPI()
+    app.add_middleware(RateLimitMiddleware, limiter=limiter)
+
+    @app.get("/", response_class=PlainTextResponse)
+    def index():
+        return "hello\n"
+
+    @app.get("/slow", response_class=PlainTextResponse)
+    async def slow():
+        await asyncio.to_thread(release.wait)
+        return PlainTextResponse("failed\n", status_code=500)
+
+    @app.post("/reset", response_class=PlainTextResponse)
+    async def reset(request: Request):
+        await limiter.reset(request.client.host)
+        return "reset\n"
+
+    return app
+
+
+def post(url: str) -> int:
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10) as r:
+        return r.status
+
+
+@pytest.mark.parametrize("module", [True, False], ids=["module", "library"])
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_a_refund_or_reset_through_the_limiter_lets_the_next_request_in(
+        start_server, module, cache):
+    import threading
+
+    server = start_server(module)
+    limiter = RateLimiter(server.url, windows=[(60_000, 2)], timeout=2.0, refund_failed=True,
+                          routes={"/reset": []}, denial_cache_keys=10 if cache else 0,
+                          metrics=False)
+    release = threading.Event()
+    base, stop = serve_asgi(cache_app(limiter, release))
+    client = server.client()
+    slow = {}
+    try:
+        assert get(f"{base}/")[0] == 200
+        waiting = threading.Thread(target=lambda: slow.update(status=get(f"{base}/slow")[0]))
+        waiting.start()
+        # /slow is admitted (its entry is in the log) and waits.
+        while len(entries(client, module, "rl:127.0.0.1")) < 2:
+            time.sleep(0.01)
+        sources = [get(f"{base}/")[1]["ratelimit-source"] for _ in range(2)]
+        assert sources == (["redis", "cache"] if cache else ["redis", "redis"])
+        release.set()
+        waiting.join()
+        assert slow["status"] == 500
+        # Once the refund is done (the log and the cache both say so).
+        while len(entries(client, module, "rl:127.0.0.1")) != 1 or (
+                cache and limiter.denials.answer("rl:127.0.0.1", [(60_000, 2)], 1)):
+            time.sleep(0.01)
+        assert get(f"{base}/")[0] == 200
+        status, headers = get(f"{base}/")
+        assert (status, headers["ratelimit-source"]) == (429, "redis")
+        assert get(f"{base}/")[1]["ratelimit-source"] == ("cache" if cache else "redis")
+        assert post(f"{base}/reset") == 200
+        assert client.exists("rl:127.0.0.1") == 0
+        assert [get(f"{base}/")[0] for _ in range(3)] == [200, 200, 429]
+    finally:
+        release.set()
+        stop()
+
+
+def test_metrics_count_into_the_registry_given_by_limiter_name(start_server):
+    from prometheus_client import CollectorRegistry
+
+    server = start_server(True)
+    registry = CollectorRegistry()
+    api = RateLimiter(server.url, windows=[(60_000, 1)], timeout=2.0, name="api",
+                      metrics=registry)
+    login = RateLimiter(server.url, windows=[(60_000, 1)], timeout=2.0, name="login",
+                        metrics=registry, denial_cache_keys=0)
+    for limiter in (api, login):
+        base, stop = serve_asgi(make_app(limiter))
+        try:
+            assert statuses(f"{base}/", 3) == [200, 429, 429]
+        finally:
+            stop()
+        server.client().flushall()
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    total = "redis_swl_decisions_total"
+    assert [value(total, limiter="api", decision=d, source=s)
+            for d, s in (("admitted", "redis"), ("denied", "redis"), ("denied", "cache"))] == [1, 1, 1]
+    assert [value(total, limiter="login", decision=d, source=s)
+            for d, s in (("admitted", "redis"), ("denied", "redis"), ("denied", "cache"))] == [1, 2, 0]
+    assert value("redis_swl_decision_seconds_count", limiter="api", source="cache") == 1
+    assert value("redis_swl_decision_seconds_count", limiter="login", source="redis") == 3
+    assert RateLimiter(server.url, windows=[(1, 1)], metrics=False).metrics is None

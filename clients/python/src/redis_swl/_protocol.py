@@ -7,10 +7,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING, Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union)
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+if TYPE_CHECKING:
+    from .cache import DenialCache
 
 #: A window given as (window_ms, limit).
 Window = Tuple[int, int]
@@ -110,10 +114,13 @@ class Commands(Generic[R]):
     with a :class:`Verdict` and the asyncio one with an awaitable of one.
     (The clients' docstrings describe the arguments.)"""
 
-    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
+    def __init__(self, client: Any, *, encoding: str = "compact",
+                 denial_cache: Optional["DenialCache"] = None) -> None:
         library_source(encoding)  # refuses an unknown encoding now
         self.client = client
         self.encoding = encoding
+        #: Answers checks after a denial without Redis (none by default).
+        self.denial_cache = denial_cache
         #: True once the server answered that it has no module.
         self.uses_library = False
         #: Whether the probe (:data:`PROBE`) has answered: every call waits
@@ -144,11 +151,19 @@ class Commands(Generic[R]):
     ) -> R:
         """Checks a request of ``cost`` units against ``limit`` per
         ``window_ms`` (and any further ``windows``) and records it if
-        admitted. ``now_ms`` defaults to the server's clock."""
+        admitted. ``now_ms`` defaults to the server's clock.
+
+        With a :attr:`denial_cache`, a check like one Redis denied (the same
+        key and windows, at least its cost) is denied from the cache until
+        the denial's wait has passed; one with ``penalize`` or ``now_ms``
+        neither uses nor fills it."""
         args = request_args(
             window_ms, limit, now_ms=now_ms, cost=cost, windows=windows, penalize=penalize
         )
-        return self._run(CHECK, key, args)
+        if self.denial_cache is None or penalize or now_ms is not None:
+            return self._run(CHECK, key, args)
+        every = [(window_ms, limit)] + [(ms, n) for ms, n in windows]
+        return self._cached_check(self.denial_cache, key, every, cost, args)
 
     def peek(
         self,
@@ -182,9 +197,31 @@ class Commands(Generic[R]):
         that should not count after all) and replies what :meth:`peek`
         replies then."""
         args = request_args(window_ms, limit, now_ms=now_ms, cost=cost, windows=windows)
-        return self._run(REFUND, key, args)
+        if self.denial_cache is None:
+            return self._run(REFUND, key, args)
+        return self._forgetting(self.denial_cache, key, lambda: self._run(REFUND, key, args))
+
+    def reset(self, key: str) -> Any:
+        """Deletes ``key``'s log (DEL), so that its next check is a new
+        client's, and drops its denials from the :attr:`denial_cache`."""
+        if self.denial_cache is None:
+            return self._deleted(key)
+        return self._forgetting(self.denial_cache, key, lambda: self._deleted(key))
 
     def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> R:
+        raise NotImplementedError
+
+    def _cached_check(self, cache: "DenialCache", key: str, windows: List[Window], cost: int,
+                      args: List[Union[int, str]]) -> R:
+        """A check answered by ``cache``, or sent and its verdict kept."""
+        raise NotImplementedError
+
+    def _forgetting(self, cache: "DenialCache", key: str, call: Any) -> Any:
+        """``call()``'s result, dropping ``key``'s denials once it is done
+        (also when it failed: it may have been carried out)."""
+        raise NotImplementedError
+
+    def _deleted(self, key: str) -> Any:
         raise NotImplementedError
 
 

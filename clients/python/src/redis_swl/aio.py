@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, List, Optional, Tuple, TypeVar, Union
 
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
+from .cache import DenialCache, clock
 from ._protocol import (
+    CHECK,
     CHANGES,
     PROBE,
     Commands,
@@ -19,6 +21,8 @@ from ._protocol import (
     probe_finds_library,
     uncertain,
 )
+
+T = TypeVar("T")
 
 
 class _Probe:
@@ -38,6 +42,7 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
 
     :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new logs.
+    :param denial_cache: as :class:`redis_swl.SWL`'s (none by default).
 
     As :class:`redis_swl.SWL`, it sends a check or refund once and raises
     :class:`~redis_swl.UncertainOutcomeError` where it failed after it was
@@ -51,8 +56,9 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
     that redis-py opens for them, they race as any such calls do).
     """
 
-    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
-        super().__init__(client, encoding=encoding)
+    def __init__(self, client: Any, *, encoding: str = "compact",
+                 denial_cache: Optional[DenialCache] = None) -> None:
+        super().__init__(client, encoding=encoding, denial_cache=denial_cache)
         self._probe: Optional[_Probe] = None
         #: Calls that waited for the probe and have not gone on yet.
         self._waiting = 0
@@ -61,6 +67,26 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
     ) -> Awaitable[Verdict]:
         return self._explained(names, key, args)
+
+    async def _cached_check(self, cache: DenialCache, key: str, windows: List[Tuple[int, int]],
+                            cost: int, args: List[Union[int, str]]) -> Verdict:
+        cached = cache.answer(key, windows, cost)
+        if cached is not None:
+            return cached
+        ticket, sent = cache.ticket(), clock()
+        verdict = await self._explained(CHECK, key, args)
+        cache.keep(key, windows, cost, verdict, ticket, sent)
+        return verdict
+
+    async def _forgetting(self, cache: DenialCache, key: str,
+                          call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        finally:
+            cache.forget(key)
+
+    async def _deleted(self, key: str) -> None:
+        await self.client.delete(key)
 
     async def _explained(
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]

@@ -12,6 +12,13 @@ policy decided is counted in ``limiter.failures``. Redis is tried again
 after a backoff that doubles up to a second, so the app returns to it by
 itself.
 
+After Redis denies a request, the key's next requests are denied by the
+process until the denial's wait has passed, without a call to Redis (the
+denial cache, ``RateLimit-Source: cache``; ``denial_cache_keys=0`` turns it
+off). Where prometheus_client is installed (``redis-swl[prometheus]``),
+every decision is counted in ``redis_swl_decisions_total`` and timed in
+``redis_swl_decision_seconds``, labelled by the limiter's ``name``.
+
     limiter = RateLimiter("redis://127.0.0.1:6379/", windows=[(60_000, 100), (1_000, 10)],
                           routes={"/search": [(60_000, 10)], "/health": []},
                           policy="local", refund_failed=True)
@@ -34,7 +41,9 @@ from redis.retry import Retry
 
 from ._protocol import MAX_WINDOWS, Verdict, Window
 from .aio import AsyncSWL
+from .cache import DenialCache, clock
 from .local import LocalLimiter
+from .metrics import decision_metrics
 
 log = logging.getLogger("redis_swl.asgi")
 
@@ -71,6 +80,13 @@ class RateLimiter:
         ``Request`` (headers, client, state, user; not the body).
     :param refund_failed: give back the units of a request whose response
         ``failed`` (4xx or 5xx by default), through SWL.REFUND.
+    :param denial_cache_keys: keys whose denials the denial cache remembers
+        (the least recently used forgotten first); 0 turns it off.
+    :param name: the limiter's label in its metrics: a fixed name (``api``,
+        ``login``), never a path or a key.
+    :param metrics: ``True`` counts into prometheus_client's default
+        registry where prometheus_client is installed; ``False`` counts
+        nothing; or a ``CollectorRegistry`` to count into.
     """
 
     def __init__(
@@ -88,6 +104,9 @@ class RateLimiter:
         refund_failed: bool = False,
         failed: Callable[[int], bool] = failed_response,
         encoding: str = "compact",
+        denial_cache_keys: int = DenialCache.DEFAULT_KEYS,
+        name: str = "default",
+        metrics: Any = True,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f'unknown policy "{policy}" (accepted: {", ".join(POLICIES)})')
@@ -107,6 +126,10 @@ class RateLimiter:
         self.failed = failed
         self.encoding = encoding
         self.local = LocalLimiter(max_local_clients)
+        #: Recent denials by Redis, repeated without asking it (None: off).
+        self.denials = DenialCache(denial_cache_keys) if denial_cache_keys else None
+        self.name = name
+        self.metrics = decision_metrics(name, metrics)
         #: Requests the failure policy decided since start.
         self.failures = 0
         self._url = redis if isinstance(redis, str) else None
@@ -179,11 +202,20 @@ class RateLimiter:
         return verdict
 
     async def decide(self, key: str, windows: Sequence[Window]) -> Tuple[Optional[Verdict], str]:
-        """(verdict, source): Redis's verdict, or the policy's when Redis did
-        not decide. The verdict is None under "open" and "closed"."""
+        """(verdict, source): a cached denial of Redis's, Redis's verdict, or
+        the policy's when Redis did not decide. The verdict is None under
+        "open" and "closed"."""
+        denials = self.denials
+        if denials is not None:
+            cached = denials.answer(key, windows, self.cost)
+            if cached is not None:
+                return cached, "cache"
+            ticket, sent = denials.ticket(), clock()
         verdict = await self._redis(
             lambda swl: swl.check(key, *windows[0], cost=self.cost, windows=windows[1:]))
         if verdict is not None:
+            if denials is not None:
+                denials.keep(key, windows, self.cost, verdict, ticket, sent)
             return verdict, "redis"
         self.failures += 1
         if self.policy == "local":
@@ -203,9 +235,43 @@ class RateLimiter:
         if source == "local":
             self.local.refund(key, windows, now_ms(), self.cost)
             return
-        await self._redis(
-            lambda swl: swl.refund(key, *windows[0], cost=self.cost, windows=windows[1:]),
-            refund=True)
+        try:
+            await self._redis(
+                lambda swl: swl.refund(key, *windows[0], cost=self.cost, windows=windows[1:]),
+                refund=True)
+        finally:
+            # Once Redis answered, or failed (the refund may be carried out).
+            if self.denials is not None:
+                self.denials.forget(key)
+
+    async def reset(self, client: str) -> None:
+        """Deletes the logs of ``client`` (what the key function returned for
+        its requests, before the prefix), each route's too, so that its next
+        request is admitted as a new client's; drops their denials from this
+        process's cache and their local logs. Raises what Redis raised, or
+        ``asyncio.TimeoutError`` after four timeouts."""
+        keys = [self.key_prefix + client] + [
+            f"{self.key_prefix}{route}:{client}" for route, ws in self.routes.items() if ws]
+
+        async def delete() -> None:
+            redis = self._client().client
+            for key in keys:  # one by one: in a cluster they may be on different nodes
+                await redis.delete(key)
+
+        try:
+            await asyncio.wait_for(delete(), self.timeout * 4)
+        finally:
+            for key in keys:
+                if self.denials is not None:
+                    self.denials.forget(key)
+                self.local.forget(key)
+
+    def count(self, verdict: Optional[Verdict], source: str, seconds: float) -> None:
+        """Counts a decision in the metrics, if any: admitted (a verdict
+        that admits, or "open") or denied, by who decided."""
+        if self.metrics is not None:
+            admitted = source == "open" or (verdict is not None and verdict.allowed)
+            self.metrics.count(admitted, source, seconds)
 
 
 class RateLimitMiddleware:
@@ -234,7 +300,9 @@ class RateLimitMiddleware:
             client = await client
         key = limiter.key_prefix + (f"{route}:" if route else "") + client
         decided = time.monotonic()
+        started = time.perf_counter()
         verdict, source = await limiter.decide(key, windows)
+        limiter.count(verdict, source, time.perf_counter() - started)
         if source == "open":
             return await self.app(scope, receive, with_headers(send, [("ratelimit-source", "open")]))
         if source == "closed":

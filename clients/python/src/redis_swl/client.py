@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, TypeVar, Union
 
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
+from .cache import DenialCache, clock
 from ._protocol import (
+    CHECK,
     CHANGES,
     PROBE,
     Commands,
@@ -19,6 +21,8 @@ from ._protocol import (
     probe_finds_library,
     uncertain,
 )
+
+T = TypeVar("T")
 
 
 class SWL(Commands[Verdict]):
@@ -47,6 +51,10 @@ class SWL(Commands[Verdict]):
         logs: ``"compact"`` (compact logs, as the module's default) or
         ``"zset"`` (sorted sets, for keys the usual Lua script still
         writes). The module's own setting is ``swl.encoding``.
+    :param denial_cache: a :class:`~redis_swl.DenialCache` answering checks
+        after a denial without Redis (none by default; one cache may serve
+        several clients of a process). :meth:`refund` and :meth:`reset`
+        drop the key's denials.
 
     >>> limiter = SWL(redis.Redis())                      # doctest: +SKIP
     >>> limiter.check("rl:alice", 60_000, 100).allowed    # doctest: +SKIP
@@ -62,13 +70,33 @@ class SWL(Commands[Verdict]):
                 raise
             raise plain from error
 
-    def __init__(self, client: Any, *, encoding: str = "compact") -> None:
-        super().__init__(client, encoding=encoding)
+    def __init__(self, client: Any, *, encoding: str = "compact",
+                 denial_cache: Optional[DenialCache] = None) -> None:
+        super().__init__(client, encoding=encoding, denial_cache=denial_cache)
         self._probe_lock = threading.Lock()
         #: Probes that failed, and the last one's error: the threads that
         #: waited for it fail with it rather than each probing in turn.
         self._probes_failed = 0
         self._probe_error: Optional[Exception] = None
+
+    def _cached_check(self, cache: DenialCache, key: str, windows: List[Tuple[int, int]],
+                      cost: int, args: List[Union[int, str]]) -> Verdict:
+        cached = cache.answer(key, windows, cost)
+        if cached is not None:
+            return cached
+        ticket, sent = cache.ticket(), clock()
+        verdict = self._run(CHECK, key, args)
+        cache.keep(key, windows, cost, verdict, ticket, sent)
+        return verdict
+
+    def _forgetting(self, cache: DenialCache, key: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        finally:
+            cache.forget(key)
+
+    def _deleted(self, key: str) -> None:
+        self.client.delete(key)
 
     def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         command, function = names

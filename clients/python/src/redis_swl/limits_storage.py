@@ -29,6 +29,13 @@ a LIST at that name, which a redis-swl log must never meet (each would fail
 on the other with WRONGTYPE). ``key_suffix=""`` keeps the names of redis-swl
 0.3, for an application that runs no ``redis://`` moving window beside.
 
+With ``swl_denial_cache`` (a number of keys, or a
+:class:`~redis_swl.DenialCache`; off by default), a hit like one Redis
+denied is denied in the process until the denial's wait has passed, without
+a call to Redis (see the :class:`~redis_swl.DenialCache`). ``test`` and
+``get_window_stats`` (a peek) always ask Redis, so they stay exact;
+``clear`` and ``reset`` through the storage drop the cached denials.
+
 Importing this module also makes ``limits``' ``MovingWindowRateLimiter.test``
 (sync and asyncio) refuse, on these storages only, a cost that ``hit`` would
 refuse: the storage is not told the cost of a test.
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Awaitable, Callable, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Optional, Tuple, TypeVar, Union
 
 from limits.aio import strategies as _async_strategies
 
@@ -50,6 +57,7 @@ from limits import strategies as _strategies
 
 from ._protocol import Verdict
 from .aio import AsyncSWL
+from .cache import DenialCache
 from .client import SWL
 
 #: The most units one call records (the module's cap on COST).
@@ -90,6 +98,16 @@ def _moving_window(verdict: Verdict, now: float, expiry: int) -> Tuple[float, in
     return now + oldest_after_ms / 1000 - expiry, count
 
 
+def _denial_cache(setting: Union[int, DenialCache, None]) -> Optional[DenialCache]:
+    """The storage's denial cache: none for 0 or None (the default), one of
+    that many keys for a number, or the one given."""
+    if isinstance(setting, DenialCache):
+        return setting
+    if not setting:
+        return None
+    return DenialCache(setting)
+
+
 def _sync_uri(uri: str) -> str:
     return uri.replace("swl+", "", 1)
 
@@ -120,8 +138,22 @@ class _SWLMovingWindow:
 
     def clear(self, key: str) -> None:
         """Clears ``key`` for every strategy: ``limits``' own counter and
-        the log (a cluster client deletes each on its node)."""
-        self.get_connection().delete(*_names(self.prefixed_key(key), self.key_suffix))
+        the log (a cluster client deletes each on its node), and drops the
+        log's cached denials."""
+        try:
+            self.get_connection().delete(*_names(self.prefixed_key(key), self.key_suffix))
+        finally:
+            if self.swl.denial_cache is not None:
+                self.swl.denial_cache.forget(self.log_key(key))
+
+    def reset(self) -> Optional[int]:
+        """``limits``' reset (every key under the prefix), dropping every
+        cached denial."""
+        try:
+            return super().reset()  # type: ignore[misc]
+        finally:
+            if self.swl.denial_cache is not None:
+                self.swl.denial_cache.clear()
 
 
 def _names(prefixed: str, suffix: str) -> Tuple[str, ...]:
@@ -134,14 +166,18 @@ class SWLRedisStorage(_SWLMovingWindow, _RedisStorage):
     storage loads it, stores new logs (``"compact"``, the default, or
     ``"zset"``);
     ``key_suffix`` what a log's key adds to ``limits``' name (``""``: the
-    name itself, as in redis-swl 0.3)."""
+    name itself, as in redis-swl 0.3); ``swl_denial_cache`` the keys of a
+    denial cache for hits (0, the default: none), or a
+    :class:`~redis_swl.DenialCache`."""
 
     STORAGE_SCHEME = ["swl+redis", "swl+rediss", "swl+redis+unix"]
 
     def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
-                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
+                 key_suffix: str = KEY_SUFFIX,
+                 swl_denial_cache: Union[int, DenialCache, None] = 0, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
-        self.swl = SWL(self.storage, encoding=swl_encoding)
+        self.swl = SWL(self.storage, encoding=swl_encoding,
+                   denial_cache=_denial_cache(swl_denial_cache))
         self.key_suffix = key_suffix
 
 
@@ -152,9 +188,11 @@ class SWLRedisClusterStorage(_SWLMovingWindow, _RedisClusterStorage):
     STORAGE_SCHEME = ["swl+redis+cluster"]
 
     def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
-                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
+                 key_suffix: str = KEY_SUFFIX,
+                 swl_denial_cache: Union[int, DenialCache, None] = 0, **options: Any) -> None:
         super().__init__(_sync_uri(uri), *args, **options)
-        self.swl = SWL(self.storage, encoding=swl_encoding)
+        self.swl = SWL(self.storage, encoding=swl_encoding,
+                   denial_cache=_denial_cache(swl_denial_cache))
         self.key_suffix = key_suffix
 
 
@@ -185,7 +223,19 @@ class _AsyncSWLMovingWindow:
     async def clear(self, key: str) -> None:
         """See :meth:`SWLRedisStorage.clear`."""
         names = _names(self.bridge.prefixed_key(key), self.key_suffix)
-        await self.bridge.get_connection().delete(*names)
+        try:
+            await self.bridge.get_connection().delete(*names)
+        finally:
+            if self.swl.denial_cache is not None:
+                self.swl.denial_cache.forget(self.log_key(key))
+
+    async def reset(self) -> Optional[int]:
+        """See :meth:`SWLRedisStorage.reset`."""
+        try:
+            return await super().reset()  # type: ignore[misc]
+        finally:
+            if self.swl.denial_cache is not None:
+                self.swl.denial_cache.clear()
 
 
 class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
@@ -195,10 +245,12 @@ class AsyncSWLRedisStorage(_AsyncSWLMovingWindow, _AsyncRedisStorage):
     STORAGE_SCHEME = ["async+swl+redis", "async+swl+rediss", "async+swl+redis+unix"]
 
     def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
-                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
+                 key_suffix: str = KEY_SUFFIX,
+                 swl_denial_cache: Union[int, DenialCache, None] = 0, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
-        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
+        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding,
+                        denial_cache=_denial_cache(swl_denial_cache))
         self.key_suffix = key_suffix
 
 
@@ -209,10 +261,12 @@ class AsyncSWLRedisClusterStorage(_AsyncSWLMovingWindow, _AsyncRedisClusterStora
     STORAGE_SCHEME = ["async+swl+redis+cluster"]
 
     def __init__(self, uri: str, *args: Any, swl_encoding: str = "compact",
-                 key_suffix: str = KEY_SUFFIX, **options: Any) -> None:
+                 key_suffix: str = KEY_SUFFIX,
+                 swl_denial_cache: Union[int, DenialCache, None] = 0, **options: Any) -> None:
         options["implementation"] = "redispy"
         super().__init__(_sync_uri(uri), *args, **options)
-        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding)
+        self.swl = AsyncSWL(self.bridge.get_connection(), encoding=swl_encoding,
+                        denial_cache=_denial_cache(swl_denial_cache))
         self.key_suffix = key_suffix
 
 

@@ -92,6 +92,10 @@ class LocalLimiter:
         self._keep(key, log)
         return verdict
 
+    def forget(self, key: str) -> None:
+        """Drops ``key``'s log (a reset)."""
+        self._logs.pop(key, None)
+
     def _trimmed(self, key: str, windows: Sequence[Window], now_ms: int) -> _Log:
         if len(windows) > MAX_WINDOWS:
             # As the module refuses the call, before anything changes.
