@@ -4,8 +4,9 @@
 //! admitted, and clients at their limit, asking Redis or answered by the
 //! denial cache) and through the function library.
 //! Each app is driven over real HTTP by 32 keep-alive connections, each for
-//! its own clients; what is reported is the time per request and how much
-//! the limiter adds to the bare app's. Run by `make bench`:
+//! its own clients; what is reported is the time per request, how much
+//! the limiter adds to the bare app's, and how many calls Redis took per
+//! request (SWL.CHECK or FCALL, from INFO commandstats). Run by `make bench`:
 //! `cargo run --release --all-features --example bench` (SWL_MODULE names
 //! the module).
 
@@ -129,6 +130,26 @@ fn layer(server: &Server, prefix: &str, limit: u64, encoding: Encoding, cache: b
     bare().layer(limiter.layer())
 }
 
+/// The checks a server has taken: SWL.CHECK, and FCALL where the library
+/// answers (INFO commandstats).
+fn redis_calls(server: &Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connect())
+        .expect("INFO commandstats");
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_swl.check:") || line.starts_with("cmdstat_fcall:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let module = Server::start(true, Encoding::Compact);
@@ -140,27 +161,32 @@ async fn main() {
         .key_extractor(ByClient)
         .finish()
         .unwrap();
-    let apps: Vec<(&str, Router)> = vec![
-        ("axum, no limiter", bare()),
+    let apps: Vec<(&str, Router, Option<&Server>)> = vec![
+        ("axum, no limiter", bare(), None),
         (
             "tower_governor (in process)",
             bare().layer(GovernorLayer::new(governor)),
+            None,
         ),
         (
             "redis-swl layer, admitted",
             layer(&module, "admitted:", requests, Encoding::Compact, true),
+            Some(&module),
         ),
         (
             "redis-swl layer, at the limit",
             layer(&module, "limited:", 10, Encoding::Compact, false),
+            Some(&module),
         ),
         (
             "redis-swl layer, limit, cached",
             layer(&module, "cached:", 10, Encoding::Compact, true),
+            Some(&module),
         ),
         (
             "redis-swl layer, library",
             layer(&library, "library:", requests, Encoding::Compact, true),
+            Some(&library),
         ),
     ];
     println!(
@@ -170,10 +196,12 @@ async fn main() {
     );
     let mut bare_us = 0.0;
     let mut governor_us = 0.0;
-    for (name, app) in apps {
+    for (name, app, server) in apps {
         let address = serve(app).await;
         drive(address).await; // warm-up: connections, the library's load, clients to their limit
+        let calls_before = server.map_or(0, redis_calls);
         let (micros, statuses) = drive(address).await;
+        let calls = server.map_or(0, redis_calls) - calls_before;
         if name.starts_with("axum") {
             bare_us = micros;
         }
@@ -187,8 +215,9 @@ async fn main() {
             String::new()
         };
         println!(
-            "{name:<32} {micros:>8.1} us/request  +{:>6.1} us over the bare app{against_governor}  [{}]",
+            "{name:<32} {micros:>8.1} us/request  +{:>6.1} us over the bare app  {:>5.2} Redis calls/request{against_governor}  [{}]",
             micros - bare_us,
+            calls as f64 / requests as f64,
             statuses.join(", ")
         );
     }
