@@ -117,8 +117,8 @@ impl DenialCache {
     }
 
     /// Keeps `verdict` of a check of `options` on `key` if it is a denial
-    /// that waiting ends, answered at `now`; an admission drops the key's
-    /// denials.
+    /// that waiting ends, its wait counted from `now`, when the check was
+    /// sent; an admission drops the key's denials.
     pub(crate) fn keep(
         &self,
         key: &str,

@@ -565,8 +565,11 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
             return Ok(cached);
         }
         let ticket = cache.ticket();
+        // The wait counts from the send: Redis decided after it, so the
+        // cached denial never outlasts Redis's own.
+        let sent = Instant::now();
         let verdict = self.run(CHECK, key, options.args(window_ms, limit)).await?;
-        cache.keep(key, first, options, &verdict, ticket, Instant::now());
+        cache.keep(key, first, options, &verdict, ticket, sent);
         Ok(verdict)
     }
 

@@ -592,9 +592,12 @@ impl RateLimiter {
             }
             None => 0,
         };
+        // The wait counts from the send: Redis decided after it, so the
+        // cached denial never outlasts Redis's own.
+        let sent = Instant::now();
         if let Some(verdict) = self.redis(key, false).await {
             if let Some(denials) = &self.denials {
-                denials.keep(key, first, &self.options, &verdict, ticket, Instant::now());
+                denials.keep(key, first, &self.options, &verdict, ticket, sent);
             }
             return Ok((verdict, Source::Redis));
         }
