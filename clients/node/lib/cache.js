@@ -74,9 +74,10 @@ class DenialCache {
   }
 
   // Taken before a check is sent, given back with its verdict to keep: a
-  // forget in between wins.
+  // forget in between wins, and the denial's wait counts from this moment
+  // (Redis decided after it, so a cached denial never outlasts Redis's).
   ticket() {
-    return this.forgets;
+    return { forgets: this.forgets, at: this.clock() };
   }
 
   // Keeps `verdict` of a check of `options` on `key` if it is a denial
@@ -94,12 +95,12 @@ class DenialCache {
     const now = this.clock();
     const entry = this.keys.get(name);
     const forgotten = entry ? entry.forgotten : this.forgottenBefore;
-    if (forgotten > ticket) return;
+    if (forgotten > ticket.forgets) return;
     const denial = {
       windows: windowsOf(windowMs, limit, options.windows),
       cost: options.cost === undefined ? 1 : options.cost,
       verdict,
-      until: now + verdict.retryAfterMs,
+      until: ticket.at + verdict.retryAfterMs,
     };
     if (!entry) {
       this.insert(name, { forgotten: 0, denials: [denial] });

@@ -34,7 +34,7 @@ it('answers a denial with the wait left until it ends', () => {
 it('answers only the same windows and a cost at least the denied one', () => {
   const { cache, time } = cacheAt();
   const two = { cost: 2, windows: [[60000, 50]] };
-  cache.keep('k', 1000, 5, two, denial(300, 900), 0);
+  cache.keep('k', 1000, 5, two, denial(300, 900), cache.ticket());
   time.now = 1;
   assert.ok(cache.answer('k', 1000, 5, two));
   assert.ok(cache.answer('k', 1000, 5, { ...two, cost: 3 }));
@@ -47,10 +47,10 @@ it('answers only the same windows and a cost at least the denied one', () => {
 it('is neither used nor filled by PENALIZE or a caller\'s time', () => {
   const { cache } = cacheAt();
   for (const options of [{ penalize: true }, { nowMs: 5000 }]) {
-    cache.keep('k', 1000, 5, options, denial(300, 900), 0);
+    cache.keep('k', 1000, 5, options, denial(300, 900), cache.ticket());
     assert.equal(cache.size, 0);
   }
-  cache.keep('k', 1000, 5, {}, denial(300, 900), 0);
+  cache.keep('k', 1000, 5, {}, denial(300, 900), cache.ticket());
   for (const options of [{ penalize: true }, { nowMs: 5000 }]) {
     assert.equal(cache.answer('k', 1000, 5, options), null);
   }
@@ -58,15 +58,15 @@ it('is neither used nor filled by PENALIZE or a caller\'s time', () => {
 
 it('keeps no admission, nor a denial that waiting cannot end', () => {
   const { cache } = cacheAt();
-  cache.keep('k', 1000, 5, {}, Verdict.fromReply([1, 5, 4, -1, 1000, 1000]), 0);
-  cache.keep('k', 1000, 5, {}, Verdict.fromReply([0, 1, 1, -1, 0, 1000]), 0);
+  cache.keep('k', 1000, 5, {}, Verdict.fromReply([1, 5, 4, -1, 1000, 1000]), cache.ticket());
+  cache.keep('k', 1000, 5, {}, Verdict.fromReply([0, 1, 1, -1, 0, 1000]), cache.ticket());
   assert.equal(cache.size, 0);
 });
 
 it('drops the denials of a key admitted since', () => {
   const { cache } = cacheAt();
-  cache.keep('k', 1000, 5, {}, denial(300, 900), 0);
-  cache.keep('k', 1000, 5, { cost: 1, windows: [] }, Verdict.fromReply([1, 5, 0, -1, 1000, 1000]), 0);
+  cache.keep('k', 1000, 5, {}, denial(300, 900), cache.ticket());
+  cache.keep('k', 1000, 5, { cost: 1, windows: [] }, Verdict.fromReply([1, 5, 0, -1, 1000, 1000]), cache.ticket());
   assert.equal(cache.answer('k', 1000, 5), null);
 });
 
@@ -85,10 +85,10 @@ it('lets a forget win over checks sent before it', () => {
 it('forgets the least recently used key first, and forgets stay safe', () => {
   const { cache } = cacheAt(2);
   const keep = (key, ticket) => cache.keep(key, 1000, 5, {}, denial(300, 900), ticket);
-  keep('a', 0);
-  keep('b', 0);
+  keep('a', cache.ticket());
+  keep('b', cache.ticket());
   assert.ok(cache.answer('a', 1000, 5)); // a is the newest
-  keep('c', 0);
+  keep('c', cache.ticket());
   assert.equal(cache.size, 2);
   assert.equal(cache.answer('b', 1000, 5), null);
   assert.ok(cache.answer('a', 1000, 5));
@@ -100,7 +100,7 @@ it('forgets the least recently used key first, and forgets stay safe', () => {
   keep('a', sentBefore);
   assert.equal(cache.answer('a', 1000, 5), null);
   const off = new DenialCache(0);
-  off.keep('k', 1000, 5, {}, denial(300, 900), 0);
+  off.keep('k', 1000, 5, {}, denial(300, 900), off.ticket());
   assert.equal(off.size, 0);
   assert.throws(() => new DenialCache(-1), { name: 'TypeError' });
 });
