@@ -683,11 +683,17 @@ end
 
 -- The whole value written anew, keeping the key's expiry: a value
 -- encode made, whose layout it tells (so no parse follows).
-function Compact:store(value, width, base, capacity, len, oldest, newest)
+-- The whole value written, keeping the key's expiry; a pending head goes
+-- with it.
+function Compact:set_whole(value)
   if #value > COLLECT_AFTER_BYTES then c_made_large = true end
   c_head_pending = false
   redis.call('SET', c_key, value, 'KEEPTTL')
   c_exists = true
+end
+
+function Compact:store(value, width, base, capacity, len, oldest, newest)
+  self:set_whole(value)
   self:reread()
   c_size, c_whole = #value, value
   c_parsed, c_valid = true, true
@@ -915,9 +921,7 @@ function Compact:rewrite(first, count, stored, spare)
     self:reparse()
     return false
   end
-  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
-  c_head_pending = false
-  redis.call('SET', c_key, value, 'KEEPTTL')
+  self:set_whole(value)
   return true
 end
 

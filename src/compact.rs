@@ -380,22 +380,23 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
     };
     let (at, end, width, stored) = {
         let log = Log::parse(value)?;
+        // The value made anew from its times, with the new ones among them.
+        let remade = || -> Result<Change, FormatError> {
+            let mut times = log.entries()?;
+            let at = times.partition_point(|&t| t <= time);
+            times.splice(at..at, std::iter::repeat_n(time, count));
+            Ok(Change::Replace(encode(&times, count)))
+        };
         let stored = (time + 1)
             .checked_sub(log.base)
             .filter(|&v| v >= 1 && (log.width == 8 || v <= u64::from(u32::MAX)));
         let Some(stored) = stored else {
-            let mut times = log.entries()?;
-            let at = times.partition_point(|&t| t <= time);
-            times.splice(at..at, std::iter::repeat_n(time, count));
-            return Ok(Change::Replace(encode(&times, count)));
+            return remade();
         };
         let at = log.head + log.count_through(time);
         if log.capacity() - log.end < count {
             if log.narrows_with(Some(time)) {
-                let mut times = log.entries()?;
-                let at = times.partition_point(|&t| t <= time);
-                times.splice(at..at, std::iter::repeat_n(time, count));
-                return Ok(Change::Replace(encode(&times, count)));
+                return remade();
             }
             let copy = log.copied(at, count, stored, count);
             return copy.map(Change::Replace).ok_or(FormatError::Slots);
