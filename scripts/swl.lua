@@ -41,8 +41,8 @@ local ERR_SYNTAX = 'ERR syntax error'
 local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local ERR_ONE_KEY = 'ERR the function takes exactly one key'
 
-if ENCODING ~= 'zset' and ENCODING ~= 'compact' then
-  error("ENCODING must be 'zset' or 'compact'")
+if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
+  error("ENCODING must be 'zset', 'compact' or 'compact1'")
 end
 
 -- A plain decimal integer: digits only, no sign, spaces or leading zeros;
@@ -1453,5 +1453,5 @@ redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags
 redis.register_function { function_name = 'swl_refund', callback = swl_refund, flags = { 'allow-oom' } }
 redis.register_function { function_name = 'swl_entries', callback = swl_entries, flags = { 'no-writes' } }
 -- The release this library is part of (Cargo.toml's version): FCALL_RO swl_version 0.
-local VERSION = '0.3.0'
+local VERSION = '0.4.0'
 redis.register_function { function_name = 'swl_version', callback = function() return VERSION end, flags = { 'no-writes' } }

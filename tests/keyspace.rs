@@ -149,7 +149,7 @@ fn keyspace_events_in(encoding: Encoding) {
             ("expire", "ev"),
         ],
         // A new or small compact log goes whole, as one SET ... PXAT.
-        Encoding::Compact => &[
+        Encoding::Compact | Encoding::Compact1 => &[
             ("set", "ev"),
             ("expire", "ev"),
             ("expire", "ev"),

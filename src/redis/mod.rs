@@ -27,6 +27,7 @@ enum_configuration! {
     pub enum Encoding {
         zset = 0,
         compact = 1,
+        compact1 = 2,
     }
 }
 
@@ -64,7 +65,7 @@ pub fn open_log(ctx: &Context, name: &RedisString, access: Access) -> Result<Log
                 .map_or(Encoding::compact, |setting| *setting);
             match encoding {
                 Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
-                Encoding::compact => CompactKey::new(key).map(LogKey::Compact),
+                Encoding::compact | Encoding::compact1 => CompactKey::new(key).map(LogKey::Compact),
             }
         }
         _ => Err(SwlError::WrongType),

@@ -93,10 +93,12 @@ impl Drop for TempDir {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Zset,
+    /// Compact logs in format version 1, as 0.3 wrote them.
+    Compact1,
     Compact,
 }
 
-pub const ENCODINGS: [Encoding; 2] = [Encoding::Zset, Encoding::Compact];
+pub const ENCODINGS: [Encoding; 3] = [Encoding::Zset, Encoding::Compact1, Encoding::Compact];
 
 impl Encoding {
     /// A server with the module, creating logs in this encoding.
@@ -107,9 +109,15 @@ impl Encoding {
         }
     }
 
+    /// A compact log, of either format version.
+    pub fn is_compact(self) -> bool {
+        self != Encoding::Zset
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Zset => "zset",
+            Encoding::Compact1 => "compact1",
             Encoding::Compact => "compact",
         }
     }
