@@ -308,6 +308,8 @@ pub enum Change {
     Nothing,
     /// The value was changed in place in this byte range.
     InPlace(Range<usize>),
+    /// The value was changed in place in these byte ranges.
+    Ranges(Vec<Range<usize>>),
     /// The value is to be replaced by these bytes.
     Replace(Vec<u8>),
     /// No entry is left: the key is to go.
@@ -513,6 +515,24 @@ fn slots_filling_allocation(wanted: usize, width: usize) -> usize {
     ((usable - HEADER_LEN) / width).max(wanted)
 }
 
+/// The length, at least `len`, of a value that fills the memory Redis
+/// allocates for a string of `len` bytes (see `slots_filling_allocation`).
+pub fn filling_allocation(len: usize) -> usize {
+    let overhead = |len: usize| match len {
+        0..=255 => 4,
+        256..=65535 => 6,
+        _ => 10,
+    };
+    let block = size_class(len + overhead(len));
+    // The longest string whose header and NUL still fit the block.
+    let usable = [4, 6, 10]
+        .into_iter()
+        .map(|overhead| block - overhead)
+        .find(|&usable| overhead(usable) + usable <= block)
+        .unwrap_or(len);
+    usable.max(len)
+}
+
 /// jemalloc's size class for `n` bytes: multiples of 16 up to 128, then
 /// four evenly spaced classes per power of two.
 fn size_class(n: usize) -> usize {
@@ -591,6 +611,7 @@ mod tests {
                     self.value = None;
                 }
                 Change::Replace(bytes) => self.value = Some(bytes),
+                Change::Ranges(_) => unreachable!("version 1 changes one range"),
                 Change::InPlace(range) => {
                     let (now, was) = (self.value.as_ref().unwrap(), before.unwrap());
                     assert_eq!(now.len(), was.len());

@@ -4,6 +4,8 @@
 mod commands;
 mod compact;
 mod error;
+mod format;
+mod packed;
 mod redis;
 mod request;
 mod stats;

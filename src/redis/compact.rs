@@ -17,8 +17,9 @@ use redis_module::raw;
 
 use super::key::OpenKey;
 use super::StoredLog;
-use crate::compact::{self, Change, FormatError, Layout, Log};
+use crate::compact::{Change, FormatError, Layout};
 use crate::error::SwlError;
+use crate::format::{self, Log, Version};
 use crate::window::{LogWriter, ScoreLog};
 
 /// Values up to this size are propagated whole, in one SET with the
@@ -30,6 +31,8 @@ pub struct CompactKey {
     key: OpenKey,
     /// The value's layout as last parsed; None once it changes.
     layout: Cell<Option<Layout>>,
+    /// The format version of the logs this key creates.
+    new_version: Version,
     /// What this call changed, propagated by `finish`.
     pending: Pending,
 }
@@ -44,8 +47,9 @@ struct Pending {
     deleted: bool,
     /// Bytes changed in place.
     ranges: Vec<Range<usize>>,
-    /// The head as the call found it, kept when a change first moves it.
-    original_head: Option<[u8; 4]>,
+    /// The head as the call found it (its bytes and where they lie), kept
+    /// when a change first moves it.
+    original_head: Option<(Range<usize>, Vec<u8>)>,
     /// A change found bytes that are not a compact log (slots another
     /// writer changed, which a call reads only in part): the call records
     /// nothing and must fail.
@@ -63,17 +67,18 @@ impl CompactKey {
     /// not a well-formed compact log is WRONGTYPE, and is left untouched:
     /// one too short to be a log is refused before it is read in place
     /// (which would convert an embedded or integer string).
-    pub fn new(key: OpenKey) -> Result<Self, SwlError> {
+    pub fn new(key: OpenKey, new_version: Version) -> Result<Self, SwlError> {
         let existed = key.key_type() == raw::KeyType::String;
         let log = CompactKey {
             key,
             layout: Cell::new(None),
+            new_version,
             pending: Pending {
                 existed,
                 ..Pending::default()
             },
         };
-        if existed && (log.key.value_length() < compact::MIN_LEN || log.log().is_none()) {
+        if existed && (log.key.value_length() < format::MIN_LEN || log.log().is_none()) {
             return Err(SwlError::WrongType);
         }
         Ok(log)
@@ -119,7 +124,7 @@ impl CompactKey {
             return Some(Log::with_layout(bytes, layout));
         }
         let log = Log::parse(bytes).ok()?;
-        self.layout.set(Some(log.layout()));
+        self.layout.set(log.layout());
         Some(log)
     }
 
@@ -146,10 +151,9 @@ impl CompactKey {
     /// Keeps the head as the call found it, before a change moves it.
     fn keep_original_head(&mut self) {
         if self.pending.original_head.is_none() && !self.pending.rewritten {
-            let mut head = [0u8; 4];
-            if let Some(bytes) = self.bytes().get(compact::HEAD_AT) {
-                head.copy_from_slice(bytes);
-                self.pending.original_head = Some(head);
+            let range = format::head_range(self.bytes());
+            if let Some(bytes) = self.bytes().get(range.clone()) {
+                self.pending.original_head = Some((range, bytes.to_vec()));
             }
         }
     }
@@ -161,10 +165,12 @@ impl CompactKey {
     /// finds at most the head moved.
     fn restore(&mut self, pending: &Pending) {
         debug_assert!(!pending.rewritten && !pending.deleted);
-        debug_assert!(pending.ranges.iter().all(|r| *r == compact::HEAD_AT));
         if !pending.ranges.is_empty() {
-            if let (Some(head), Some(value)) = (pending.original_head, self.bytes_mut()) {
-                value[compact::HEAD_AT].copy_from_slice(&head);
+            if let (Some((range, head)), Some(value)) = (&pending.original_head, self.bytes_mut()) {
+                debug_assert!(pending.ranges.iter().all(|r| r == range));
+                if let Some(bytes) = value.get_mut(range.clone()) {
+                    bytes.copy_from_slice(head);
+                }
             }
         }
         self.layout.set(None);
@@ -180,6 +186,7 @@ impl CompactKey {
             Ok(Change::Nothing) => {}
             Err(_) => self.pending.damaged = true,
             Ok(Change::InPlace(range)) => self.pending.ranges.push(range),
+            Ok(Change::Ranges(ranges)) => self.pending.ranges.extend(ranges),
             Ok(Change::Replace(value)) => {
                 self.store(&value);
                 self.pending.rewritten = true;
@@ -203,7 +210,7 @@ impl CompactKey {
             return;
         }
         let count = usize::try_from(count).unwrap_or(usize::MAX);
-        let len = compact::new_log_len(at, count);
+        let len = format::new_log_len(self.new_version, at, count);
         // SAFETY: a live handle opened for writing, on an empty key, which
         // StringTruncate creates as a string of `len` zero bytes.
         let status = unsafe {
@@ -211,14 +218,18 @@ impl CompactKey {
                 .map_or(raw::REDISMODULE_ERR as c_int, |f| f(self.key.ptr, len))
         };
         self.layout.set(None);
+        let version = self.new_version;
         match self.bytes_mut() {
             Some(value) if status == raw::REDISMODULE_OK as c_int && value.len() == len => {
-                compact::write_new_log(value, at, count);
+                format::write_new_log(version, value, at, count);
                 self.pending.rewritten = true;
                 self.pending.ranges.clear();
             }
             // Not created in place: written as any new value is.
-            _ => self.change(|value| compact::record(value, at, count as u64)),
+            _ => {
+                let version = self.new_version;
+                self.change(|value| format::record(value, version, at, count as u64))
+            }
         }
     }
 
@@ -370,7 +381,7 @@ impl ScoreLog for CompactKey {
 impl LogWriter for CompactKey {
     fn trim_through(&mut self, floor: i64) {
         self.keep_original_head();
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::trim_through(v, floor)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::trim_through(v, floor)));
     }
 
     fn record(&mut self, at: u64, count: u64) {
@@ -378,15 +389,16 @@ impl LogWriter for CompactKey {
             self.create(at, count);
             return;
         }
-        self.change(|value| compact::record(value, at, count));
+        let version = self.new_version;
+        self.change(|value| format::record(value, version, at, count));
     }
 
     fn cap_to(&mut self, max_entries: u64) {
         self.keep_original_head();
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::cap_to(v, max_entries)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::cap_to(v, max_entries)));
     }
 
     fn drop_newest(&mut self, count: u64) {
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| compact::drop_newest(v, count)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::drop_newest(v, count)));
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use redis_module::{enum_configuration, raw, Context, RedisString, Status};
 
 use crate::error::SwlError;
+use crate::format::Version;
 use crate::window::LogWriter;
 use compact::CompactKey;
 use key::{Access, OpenKey};
@@ -58,17 +59,29 @@ pub fn open_log(ctx: &Context, name: &RedisString, access: Access) -> Result<Log
     let key = OpenKey::open(ctx, name, access);
     match key.key_type() {
         raw::KeyType::ZSet => Ok(LogKey::Zset(ZsetKey::new(key))),
-        raw::KeyType::String => CompactKey::new(key).map(LogKey::Compact),
-        raw::KeyType::Empty => {
-            let encoding = ENCODING
-                .lock()
-                .map_or(Encoding::compact, |setting| *setting);
-            match encoding {
-                Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
-                Encoding::compact | Encoding::compact1 => CompactKey::new(key).map(LogKey::Compact),
+        raw::KeyType::String => CompactKey::new(key, new_version()).map(LogKey::Compact),
+        raw::KeyType::Empty => match encoding() {
+            Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
+            Encoding::compact | Encoding::compact1 => {
+                CompactKey::new(key, new_version()).map(LogKey::Compact)
             }
-        }
+        },
         _ => Err(SwlError::WrongType),
+    }
+}
+
+fn encoding() -> Encoding {
+    ENCODING
+        .lock()
+        .map_or(Encoding::compact, |setting| *setting)
+}
+
+/// The format version of the compact logs the setting creates: version 1
+/// where `compact1` keeps writing what 0.3 reads.
+fn new_version() -> Version {
+    match encoding() {
+        Encoding::compact1 => Version::Slots,
+        _ => Version::Packed,
     }
 }
 

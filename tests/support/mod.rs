@@ -515,15 +515,20 @@ impl Contents {
     }
 }
 
-/// The times in a compact log: a 24-byte header (magic `SWLc`, version 1,
-/// slot width, base time, head index), then slots holding time - base + 1,
-/// the live ones from `head` up to the first 0.
+/// The times in a compact log of either format version.
 pub fn decode_compact(bytes: &[u8]) -> Vec<f64> {
-    assert_eq!(
-        &bytes[..5],
-        b"SWLc\x01",
-        "a compact log's magic and version"
-    );
+    assert_eq!(&bytes[..4], b"SWLc", "a compact log's magic");
+    match bytes[4] {
+        1 => decode_slots(bytes),
+        2 => decode_packed(bytes),
+        version => panic!("compact format version {version}"),
+    }
+}
+
+/// The times in a compact log of format version 1: a 24-byte header
+/// (magic `SWLc`, version 1, slot width, base time, head index), then slots
+/// holding time - base + 1, the live ones from `head` up to the first 0.
+pub fn decode_slots(bytes: &[u8]) -> Vec<f64> {
     let (base, slots) = compact_slots(bytes);
     slots
         .into_iter()
@@ -550,6 +555,45 @@ pub fn compact_slots(bytes: &[u8]) -> (u64, Vec<u64>) {
         })
         .collect();
     (base, slots)
+}
+
+/// The times in a compact log of format version 2, as docs/encodings.md
+/// documents it: a 24-byte header (head rank, head block, tail block at
+/// 8, 12 and 16), then blocks 256 bytes apart; a block holds its first
+/// time (7 bytes), l, the rank of its first entry, n and top, then the
+/// low parts of its entries from the front and the high parts in unary
+/// from the back.
+pub fn decode_packed(bytes: &[u8]) -> Vec<f64> {
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let (head_rank, head_block, tail) = (word(8), word(12) as usize, word(16) as usize);
+    let mut times = Vec::new();
+    let mut head_offset = 0;
+    for index in head_block..=tail {
+        let start = 24 + index * 256;
+        let block = &bytes[start..(start + 256).min(bytes.len())];
+        let mut first = [0u8; 8];
+        first[..7].copy_from_slice(&block[..7]);
+        let first = u64::from_le_bytes(first);
+        let l = block[7] as usize;
+        let before = u32::from_le_bytes(block[8..12].try_into().unwrap());
+        let n = u16::from_le_bytes([block[12], block[13]]) as usize;
+        if index == head_block {
+            head_offset = head_rank.wrapping_sub(before) as usize;
+        }
+        let bit = |at: usize| block[16 + at / 8] >> (at % 8) & 1;
+        let high_bit = |j: usize| block[block.len() - 1 - j / 8] >> (j % 8) & 1;
+        let (mut i, mut j) = (0, 0);
+        while i < n {
+            if high_bit(j) == 1 {
+                let low = (0..l).map(|b| u64::from(bit(i * l + b)) << b).sum::<u64>();
+                times.push((first + (((j - i) as u64) << l) + low) as f64);
+                i += 1;
+            }
+            j += 1;
+        }
+    }
+    times.drain(..head_offset);
+    times
 }
 
 /// A number INFO shows: `field` of the section `section`.

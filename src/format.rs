@@ -1,0 +1,157 @@
+//! Compact logs of either format version, told apart by the version byte
+//! after the magic: version 1 (`compact`, 4- or 8-byte slots) and version
+//! 2 (`packed`, Elias-Fano blocks). A log keeps its version until it
+//! empties; new logs take the version the setting names.
+
+use std::ops::Range;
+
+use crate::compact::{self, Change, FormatError, Layout};
+use crate::packed;
+
+/// A compact format version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Slots = 1,
+    Packed = 2,
+}
+
+/// The shortest value either version takes.
+pub const MIN_LEN: usize = if compact::MIN_LEN < packed::MIN_LEN {
+    compact::MIN_LEN
+} else {
+    packed::MIN_LEN
+};
+
+/// The version `value` says it is in; None for neither.
+pub fn version_of(value: &[u8]) -> Option<Version> {
+    match value.get(4) {
+        Some(&packed::VERSION) => Some(Version::Packed),
+        Some(&compact::VERSION) => Some(Version::Slots),
+        _ => None,
+    }
+}
+
+/// A validated compact log of either version, read in place.
+#[derive(Debug, Clone, Copy)]
+pub enum Log<'a> {
+    Slots(compact::Log<'a>),
+    Packed(packed::Log<'a>),
+}
+
+impl<'a> Log<'a> {
+    pub fn parse(value: &'a [u8]) -> Result<Self, FormatError> {
+        match version_of(value) {
+            Some(Version::Packed) => packed::Log::parse(value).map(Log::Packed),
+            _ => compact::Log::parse(value).map(Log::Slots),
+        }
+    }
+
+    /// Version 1's layout, to read the same unchanged bytes again without
+    /// parsing them (version 2 parses in O(1)).
+    pub fn layout(&self) -> Option<Layout> {
+        match self {
+            Log::Slots(log) => Some(log.layout()),
+            Log::Packed(_) => None,
+        }
+    }
+
+    pub fn with_layout(value: &'a [u8], layout: Layout) -> Self {
+        Log::Slots(compact::Log::with_layout(value, layout))
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Log::Slots(log) => log.len(),
+            Log::Packed(log) => log.len(),
+        }
+    }
+
+    pub fn count_above(&self, floor: i64) -> usize {
+        match self {
+            Log::Slots(log) => log.count_above(floor),
+            Log::Packed(log) => log.count_above(floor),
+        }
+    }
+
+    pub fn time_at(&self, rank: usize) -> Option<u64> {
+        match self {
+            Log::Slots(log) => log.time_at(rank),
+            Log::Packed(log) => log.time_at(rank),
+        }
+    }
+
+    pub fn entries(&self) -> Result<Vec<u64>, FormatError> {
+        match self {
+            Log::Slots(log) => log.entries(),
+            Log::Packed(log) => log.entries(),
+        }
+    }
+
+    pub fn reclaimed(&self) -> Option<Vec<u8>> {
+        match self {
+            Log::Slots(log) => log.reclaimed(),
+            Log::Packed(log) => log.reclaimed(),
+        }
+    }
+}
+
+/// The bytes a trim or a cap changes (the head), so a failed call can put
+/// them back.
+pub fn head_range(value: &[u8]) -> Range<usize> {
+    match version_of(value) {
+        Some(Version::Packed) => packed::HEAD_AT,
+        _ => compact::HEAD_AT,
+    }
+}
+
+pub fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
+    match version_of(value) {
+        Some(Version::Packed) => packed::trim_through(value, floor),
+        _ => compact::trim_through(value, floor),
+    }
+}
+
+pub fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
+    match version_of(value) {
+        Some(Version::Packed) => packed::cap_to(value, max_entries),
+        _ => compact::cap_to(value, max_entries),
+    }
+}
+
+pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> {
+    match version_of(value) {
+        Some(Version::Packed) => packed::drop_newest(value, count),
+        _ => compact::drop_newest(value, count),
+    }
+}
+
+/// Adds `count` entries at `time` to `value` in its version, or to a new
+/// log in `new` (`value` None).
+pub fn record(
+    value: Option<&mut [u8]>,
+    new: Version,
+    time: u64,
+    count: u64,
+) -> Result<Change, FormatError> {
+    let version = value.as_deref().map_or(Some(new), version_of);
+    match version {
+        Some(Version::Packed) => packed::record(value, time, count),
+        _ => compact::record(value, time, count),
+    }
+}
+
+/// The length of a new log of `count` entries at `time`.
+pub fn new_log_len(version: Version, time: u64, count: usize) -> usize {
+    match version {
+        Version::Packed => packed::new_log_len(time, count),
+        Version::Slots => compact::new_log_len(time, count),
+    }
+}
+
+/// Writes a new log into `value` (zeroed, `new_log_len` bytes).
+pub fn write_new_log(version: Version, value: &mut [u8], time: u64, count: usize) {
+    match version {
+        Version::Packed => packed::write_new_log(value, time, count),
+        Version::Slots => compact::write_new_log(value, time, count),
+    }
+}
