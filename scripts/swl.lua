@@ -1319,10 +1319,18 @@ end
 -- The newest entry's time, for a block at either end of the live range;
 -- nil where it does not hold the times it says (as the module's check_ends).
 local function p_check_ends(b)
-  local n = b.n
-  if n == 0 or b.raw_l > P_MAX_L or b.first > MAX_MS or used_bytes(n, b.l, b.top) > b.e then return nil end
-  if not p_high_bit(b, b.top + n - 1) or not p_high_bit(b, 0) or p_low(b, 0) ~= 0 then return nil end
-  return p_time_from(b.first, b.l, b.top, p_low(b, n - 1))
+  local n, l, top, t, e = b.n, b.l, b.top, b.t, b.e
+  if n == 0 or b.raw_l > P_MAX_L or b.first > MAX_MS then return nil end
+  local low_bits, high_bits = n * l + 7, top + n + 7
+  if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > e then return nil end
+  -- The high bits of entry 0 (bit 0) and of entry n - 1 (bit top + n - 1).
+  if t[e] % 2 == 0 then return nil end
+  local j = top + n - 1
+  local r = j % 8
+  local byte = t[e - (j - r) / 8]
+  if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then return nil end
+  if l > 0 and p_low(b, 0) ~= 0 then return nil end
+  return p_time_from(b.first, l, top, p_low(b, n - 1))
 end
 
 -- Every entry's time appended to `into`, each bit checked; false where
@@ -1540,6 +1548,12 @@ local Packed = {}
 local p_key, p_exists, p_value, p_len, p_tables, p_heads
 local p_head_rank, p_head_block, p_tail, p_blocks, p_oldest, p_newest
 local p_head_pending, p_damaged, p_valid
+-- The live entries; a floor every live entry is above (see trim_through).
+local p_live, p_trimmed_to
+-- The parses of values that calls left as they found them (denials,
+-- mostly), keyed by the bytes, as compact logs' layouts are: at most
+-- LAYOUTS_AT_MOST, all dropped when that is reached. The value as opened.
+local p_parses, p_parses_kept, p_opened = {}, 0, false
 -- The value's first READ_WHOLE_AT_MOST bytes as the caller read them, until
 -- a write.
 local p_start
@@ -1592,6 +1606,12 @@ end
 -- that are not a packed log.
 local function p_parse()
   p_tables, p_heads = {}, {}
+  local known = p_value and p_parses[p_value]
+  if known then
+    p_head_rank, p_head_block, p_tail, p_blocks = known[1], known[2], known[3], known[4]
+    p_newest, p_oldest, p_live = known[5], known[6], known[7]
+    return true
+  end
   if p_len < P_MIN_LEN then return false end
   local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
     struct.unpack('<c4BBHI4I4I4I4', p_read(0, P_HEADER))
@@ -1602,21 +1622,29 @@ local function p_parse()
   local head = p_block_at(head_block)
   if not p_check_ends(head) then return false end
   if p_head_offset() >= head.n then return false end
-  local last = p_block_at(tail)
+  local last = head
+  if tail ~= head_block then
+    last = p_block_at(tail)
+    if last.first < head.first then return false end
+  end
   local newest = p_check_ends(last)
-  if not newest or last.first < head.first then return false end
+  if not newest then return false end
   p_newest, p_oldest = newest, false
+  p_live = ((last.before + last.n) - head_rank) % TWO_32
   return true
 end
 
-local function p_len_live()
-  local last = p_block_at(p_tail)
-  return ((last.before + last.n) - p_head_rank) % TWO_32
-end
+local function p_len_live() return p_live end
 
+-- The block holding the live entry at `rank`: a binary search of the
+-- blocks' ranks (written out: a closure per call shows).
 local function p_block_of_rank(rank)
-  local head = p_head_block
-  return head + partition_point(p_tail - head, function(i) return p_rank_of(head + 1 + i) <= rank end)
+  local low, high = p_head_block, p_tail
+  while low < high do
+    local mid = high - (high - low - (high - low) % 2) / 2
+    if p_rank_of(mid) <= rank then low = mid else high = mid - 1 end
+  end
+  return low
 end
 
 local function p_time_at(rank)
@@ -1632,10 +1660,12 @@ local function p_count_through(at)
   if at >= p_newest then return len end
   if not p_oldest then p_oldest = p_time_at(0) end
   if at < p_oldest then return 0 end
-  local head = p_head_block
-  local index = head + partition_point(p_tail - head, function(i)
-    return (p_head_of(head + 1 + i)) <= at
-  end)
+  -- The last block whose first time is at most `at`.
+  local index, high = p_head_block, p_tail
+  while index < high do
+    local mid = high - (high - index - (high - index) % 2) / 2
+    if (p_head_of(mid)) <= at then index = mid else high = mid - 1 end
+  end
   local through = p_rank_of(index) + p_count_through_block(p_block_at(index), at)
   if through < 0 then return 0 end
   if through > len then return len end
@@ -1648,10 +1678,10 @@ end
 local function open_packed(key, exists, start)
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
   p_tables, p_heads = {}, {}
-  p_head_pending, p_damaged, p_valid = false, false, false
+  p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
   if exists then
     if start and #start < READ_WHOLE_AT_MOST then
-      p_value, p_len = start, #start
+      p_value, p_len, p_opened = start, #start, start
     else
       p_len = redis.call('STRLEN', key)
     end
@@ -1696,7 +1726,7 @@ end
 local function p_unlink()
   p_head_pending, p_start = false, false
   redis.call('UNLINK', p_key)
-  p_exists, p_valid, p_value, p_len = false, false, false, 0
+  p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
   p_tables, p_heads = {}, {}
 end
 
@@ -1707,8 +1737,8 @@ end
 
 function Packed:count_above(floor)
   if not p_valid then return 0 end
-  local len = p_len_live()
-  if floor < 0 then return len end
+  local len = p_live
+  if floor < 0 or (p_trimmed_to and floor <= p_trimmed_to) then return len end
   return len - p_count_through(floor)
 end
 
@@ -1740,17 +1770,19 @@ local function p_move_head(dropped)
   local block = p_block_of_rank(dropped)
   p_head_rank = (p_head_rank + dropped) % TWO_32
   p_head_block = block
-  p_oldest = false
+  p_oldest, p_live = false, len - dropped
   p_head_pending = struct.pack('<I4I4', p_head_rank, p_head_block)
   if p_value then
     p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
   end
 end
 
+-- Remembers the floor: every live entry is above it until an entry at or
+-- below it is recorded, so counting above it needs no search.
 function Packed:trim_through(floor)
   if not p_changeable() then return end
-  if floor < 0 then return end
-  p_move_head(p_count_through(floor))
+  if floor >= 0 then p_move_head(p_count_through(floor)) end
+  p_trimmed_to = floor
 end
 
 function Packed:cap_to(max_entries)
@@ -1852,8 +1884,29 @@ local function p_recode(at, count)
   return true
 end
 
+-- A new log of one entry: one block, l 0, its high bit 0 set (the bytes
+-- p_encode and p_laid_out would make, without their tables).
+local function p_new_of_one(at)
+  local low = at % TWO_32
+  local high = (at - low) / TWO_32
+  local mid = high % 65536
+  return struct.pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
+    low, mid, (high - mid) / 65536, 0, 0, 1, 0) .. string.rep('\0', 19) .. '\1'
+end
+
 function Packed:record(at, count)
+  if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
   if not p_exists and not p_damaged then
+    if count == 1 then
+      local value = p_new_of_one(at)
+      p_head_pending, p_start = false, false
+      redis.call('SET', p_key, value, 'KEEPTTL')
+      p_exists, p_value, p_len, p_valid = true, value, #value, true
+      p_tables, p_heads = {}, {}
+      p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
+      p_newest, p_oldest, p_live = at, at, 1
+      return
+    end
     p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, '', nil))
     return
   end
@@ -1866,7 +1919,7 @@ function Packed:record(at, count)
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
       end
-      p_newest = at
+      p_newest, p_live = at, p_live + 1
       return
     end
     local tail_start, tail_e = p_extent(p_len, p_tail)
@@ -1945,6 +1998,12 @@ end
 function Packed:finish()
   if p_damaged then return false end
   p_write_pending_head()
+  local opened = p_opened
+  if opened and p_value == opened and p_valid and not p_parses[opened] then
+    if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
+    p_parses[opened] = { p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live }
+    p_parses_kept = p_parses_kept + 1
+  end
   return true
 end
 
