@@ -13,7 +13,11 @@ export interface RequestLike {
 /** A window given as [windowMs, limit]. */
 export type Window = readonly [number, number];
 
-export type Encoding = 'zset' | 'compact';
+/**
+ * How the function library stores new logs: a sorted set, a compact log ('compact', the newest format), or a compact log of
+ * format version 1 ('compact1', which redis-swl 0.3 reads too: while 0.3 still serves the keys).
+ */
+export type Encoding = 'zset' | 'compact' | 'compact1';
 export declare const ENCODINGS: readonly Encoding[];
 
 /** One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name. */
@@ -70,7 +74,10 @@ export type Sender =
   | { client: object; sendCommand?: never; sendCommandCluster?: never };
 
 export interface CommonOptions {
-  /** How logs the function library creates are stored ('compact' by default); the module's own setting decides where it is loaded. */
+  /**
+   * How logs the function library creates are stored: 'compact' (the default), 'compact1' (format version 1, which redis-swl
+   * 0.3 reads) or 'zset'; the module's own setting decides where it is loaded.
+   */
   encoding?: Encoding;
   /**
    * After this long a command rejects (each command of a call: loading the library takes three): a check or refund with an

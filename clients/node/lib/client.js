@@ -210,8 +210,8 @@ function ioredisSender(client) {
 class SWL {
   // options: one of sendCommand, sendCommandCluster or client (see
   // senderOf); encoding of logs the library creates ('compact', the
-  // default, or 'zset'; the module's own setting decides where it is
-  // loaded);
+  // default, 'compact1' for format version 1, which redis-swl 0.3 reads,
+  // or 'zset'; the module's own setting decides where it is loaded);
   // timeoutMs, after which a command rejects with a TimeoutError (none by
   // default: the client's own timeouts apply), or for a check or refund
   // with an UncertainOutcomeError: the command is not taken back, and may

@@ -6,7 +6,10 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-const ENCODINGS = Object.freeze(['zset', 'compact']);
+// A sorted set, a compact log (the newest format the library writes), or a
+// compact log of format version 1, which redis-swl 0.3 reads too (for a
+// fleet part way through an upgrade).
+const ENCODINGS = Object.freeze(['zset', 'compact', 'compact1']);
 const ENCODING_LINE = "\nlocal ENCODING = 'compact'\n";
 const LIBRARY_FILE = path.join(__dirname, '..', 'swl.lua');
 
@@ -19,8 +22,8 @@ function checkEncoding(encoding) {
 }
 
 // The library's source, creating new logs in `encoding`: 'compact' (a
-// compact log, the default) or 'zset' (a sorted set). Read once per
-// encoding.
+// compact log, the default), 'compact1' (one of format version 1) or
+// 'zset' (a sorted set). Read once per encoding.
 function librarySource(encoding = 'compact') {
   checkEncoding(encoding);
   let source = sources.get(encoding);

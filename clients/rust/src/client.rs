@@ -31,22 +31,30 @@ pub enum Encoding {
     /// A sorted set, readable with ZRANGE and compatible with the usual Lua
     /// script's keys.
     Zset,
-    /// A compact log: about 4 bytes per entry (the default).
+    /// A compact log: about 4 bytes per entry, in the newest format the
+    /// library writes (the default).
     #[default]
     Compact,
+    /// A compact log of format version 1, which redis-swl 0.3 reads too:
+    /// for a fleet part way through an upgrade, while a 0.3 module,
+    /// library or client still serves the keys.
+    Compact1,
 }
 
 impl Encoding {
-    /// The name the module and the library use: `zset` or `compact`.
+    /// The name the module and the library use: `zset`, `compact` or
+    /// `compact1`.
     ///
     /// ```
     /// use redis_swl_client::Encoding;
     /// assert_eq!(Encoding::Compact.name(), "compact");
+    /// assert_eq!(Encoding::Compact1.name(), "compact1");
     /// ```
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Zset => "zset",
             Encoding::Compact => "compact",
+            Encoding::Compact1 => "compact1",
         }
     }
 }
@@ -58,15 +66,17 @@ impl Encoding {
 /// use redis_swl_client::{library_source, Encoding};
 /// assert!(library_source(Encoding::Compact).contains("local ENCODING = 'compact'"));
 /// assert!(library_source(Encoding::Zset).contains("local ENCODING = 'zset'"));
+/// assert!(library_source(Encoding::Compact1).contains("local ENCODING = 'compact1'"));
 /// ```
 pub fn library_source(encoding: Encoding) -> &'static str {
     static ZSET: OnceLock<String> = OnceLock::new();
+    static COMPACT1: OnceLock<String> = OnceLock::new();
+    let with = |line: &str| LIBRARY.replacen(ENCODING_LINE, line, 1);
     match encoding {
         // The library as shipped creates compact logs.
         Encoding::Compact => LIBRARY,
-        Encoding::Zset => {
-            ZSET.get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'zset'\n", 1))
-        }
+        Encoding::Zset => ZSET.get_or_init(|| with("\nlocal ENCODING = 'zset'\n")),
+        Encoding::Compact1 => COMPACT1.get_or_init(|| with("\nlocal ENCODING = 'compact1'\n")),
     }
 }
 

@@ -228,7 +228,8 @@ pub struct Config {
     pub refund_failed: bool,
     /// Which responses count as failed for `refund_failed`.
     pub failed: FailedFn,
-    /// How logs the function library creates are stored.
+    /// How logs the function library creates are stored (`Compact1`
+    /// while redis-swl 0.3 still serves the keys).
     pub encoding: Encoding,
     /// Keys whose denials are remembered, to answer their next requests
     /// in the process until the wait Redis gave has passed (with

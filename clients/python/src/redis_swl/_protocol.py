@@ -39,7 +39,11 @@ PROBE = ("SWL.CHECK",)
 #: the module and the library take them.
 MAX_WINDOWS = 100
 
-ENCODINGS = ("zset", "compact")
+#: The encodings of new logs the library takes: a sorted set, a compact log
+#: (the newest format the library writes), or a compact log of format
+#: version 1, which redis-swl 0.3 reads too (for a fleet part way through
+#: an upgrade).
+ENCODINGS = ("zset", "compact", "compact1")
 _ENCODING_LINE = "\nlocal ENCODING = 'compact'\n"
 
 
@@ -287,7 +291,8 @@ def is_library_present(error: Exception) -> bool:
 def library_source(encoding: str = "compact") -> str:
     """The function library shipped in this package (the repository's
     scripts/swl.lua), creating new logs in ``encoding``: ``"compact"`` (a
-    compact log, the default) or ``"zset"`` (a sorted set)."""
+    compact log, the default), ``"compact1"`` (a compact log of format
+    version 1, which redis-swl 0.3 reads) or ``"zset"`` (a sorted set)."""
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
     source = resources.files("redis_swl").joinpath("swl.lua").read_text(encoding="utf-8")

@@ -48,9 +48,11 @@ class SWL(Commands[Verdict]):
 
     :param client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new
-        logs: ``"compact"`` (compact logs, as the module's default) or
-        ``"zset"`` (sorted sets, for keys the usual Lua script still
-        writes). The module's own setting is ``swl.encoding``.
+        logs: ``"compact"`` (compact logs, as the module's default),
+        ``"compact1"`` (compact logs of format version 1, which redis-swl
+        0.3 reads too: while 0.3 still serves the keys) or ``"zset"``
+        (sorted sets, for keys the usual Lua script still writes). The
+        module's own setting is ``swl.encoding``.
     :param denial_cache: a :class:`~redis_swl.DenialCache` answering checks
         after a denial without Redis (none by default; one cache may serve
         several clients of a process). :meth:`refund` and :meth:`reset`
