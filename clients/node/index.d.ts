@@ -80,7 +80,7 @@ export interface CommonOptions {
    */
   encoding?: Encoding;
   /**
-   * After this long a command rejects (each command of a call: loading the library takes three): a check or refund with an
+   * After this long a command rejects (each command of a call: loading the library takes four): a check or refund with an
    * UncertainOutcomeError, as it is still out and may yet be carried out, anything else with a TimeoutError. node-redis drops a
    * command it has not written by then. By default the client's own timeouts apply.
    */
@@ -119,7 +119,10 @@ export declare class SWL {
   usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
   /** Removes the log; true if there was one. */
   delete(key: string | Buffer): Promise<boolean>;
-  /** Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. */
+  /**
+   * Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. It asks that node
+   * FCALL_RO swl_version 0 first and never replaces a library newer than the one this package carries.
+   */
   loadLibrary(options?: { replace?: boolean; key?: string }): Promise<void>;
 }
 

@@ -11,6 +11,7 @@ const path = require('node:path');
 // fleet part way through an upgrade).
 const ENCODINGS = Object.freeze(['zset', 'compact', 'compact1']);
 const ENCODING_LINE = "\nlocal ENCODING = 'compact'\n";
+const VERSION_LINE = /\nlocal VERSION = '([^'\n]*)'\n/;
 const LIBRARY_FILE = path.join(__dirname, '..', 'swl.lua');
 
 const sources = new Map();
@@ -36,4 +37,32 @@ function librarySource(encoding = 'compact') {
   return source;
 }
 
-module.exports = { ENCODINGS, LIBRARY_FILE, checkEncoding, librarySource };
+// The release of the library this package carries: its VERSION line, which
+// FCALL_RO swl_version 0 replies.
+function libraryVersion() {
+  const found = VERSION_LINE.exec(librarySource());
+  if (!found) throw new Error(`${LIBRARY_FILE} has no VERSION line`);
+  return found[1];
+}
+
+// A release's [major, minor, patch], from the start of `version` ('0.4.0',
+// '1.2', '0.5.0-rc.1'); null where it does not start with a number.
+function release(version) {
+  const found = /^(\d+)(?:\.(\d+))?(?:\.(\d+))?/.exec(String(version).trim());
+  return found ? found.slice(1).map((part) => Number(part || 0)) : null;
+}
+
+// Whether the loaded library's release is newer than `own`, comparing
+// major, minor and patch as numbers. A version that does not start with a
+// number is older than any.
+function isNewer(loaded, own) {
+  const theirs = release(loaded);
+  const ours = release(own);
+  if (!theirs || !ours) return false;
+  const differs = theirs.findIndex((part, i) => part !== ours[i]);
+  return differs >= 0 && theirs[differs] > ours[differs];
+}
+
+module.exports = {
+  ENCODINGS, LIBRARY_FILE, checkEncoding, librarySource, libraryVersion, release, isNewer,
+};
