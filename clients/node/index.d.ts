@@ -13,7 +13,11 @@ export interface RequestLike {
 /** A window given as [windowMs, limit]. */
 export type Window = readonly [number, number];
 
-export type Encoding = 'zset' | 'compact';
+/**
+ * How the function library stores new logs: a sorted set, a compact log ('compact', the newest format), or a compact log of
+ * format version 1 ('compact1', which redis-swl 0.3 reads too: while 0.3 still serves the keys).
+ */
+export type Encoding = 'zset' | 'compact' | 'compact1';
 export declare const ENCODINGS: readonly Encoding[];
 
 /** One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name. */
@@ -70,10 +74,13 @@ export type Sender =
   | { client: object; sendCommand?: never; sendCommandCluster?: never };
 
 export interface CommonOptions {
-  /** How logs the function library creates are stored ('compact' by default); the module's own setting decides where it is loaded. */
+  /**
+   * How logs the function library creates are stored: 'compact' (the default), 'compact1' (format version 1, which redis-swl
+   * 0.3 reads) or 'zset'; the module's own setting decides where it is loaded.
+   */
   encoding?: Encoding;
   /**
-   * After this long a command rejects (each command of a call: loading the library takes three): a check or refund with an
+   * After this long a command rejects (each command of a call: loading the library takes four): a check or refund with an
    * UncertainOutcomeError, as it is still out and may yet be carried out, anything else with a TimeoutError. node-redis drops a
    * command it has not written by then. By default the client's own timeouts apply.
    */
@@ -112,7 +119,10 @@ export declare class SWL {
   usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
   /** Removes the log; true if there was one. */
   delete(key: string | Buffer): Promise<boolean>;
-  /** Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. */
+  /**
+   * Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. It asks that node
+   * FCALL_RO swl_version 0 first and never replaces a library newer than the one this package carries.
+   */
   loadLibrary(options?: { replace?: boolean; key?: string }): Promise<void>;
 }
 

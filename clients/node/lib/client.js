@@ -4,7 +4,7 @@
 // and through the function library (FCALL) where it does not.
 'use strict';
 
-const { checkEncoding, librarySource } = require('./library');
+const { checkEncoding, librarySource, libraryVersion, isNewer } = require('./library');
 
 // The module's commands and the library's functions that answer them, with
 // the same arguments and replies.
@@ -112,6 +112,10 @@ class UncertainOutcomeError extends Error {
 
 // The library's name (its first line: #!lua name=swl).
 const LIBRARY_NAME = 'swl';
+// What the client asks a node before it loads or replaces the library
+// there: the loaded library's release. A library from before 0.4, or none,
+// has no such function.
+const VERSION_CHECK = Object.freeze(['FCALL_RO', 'swl_version', '0']);
 
 // Whether a server has the module, by the client or function that reaches
 // it (see SWL.probe).
@@ -210,8 +214,8 @@ function ioredisSender(client) {
 class SWL {
   // options: one of sendCommand, sendCommandCluster or client (see
   // senderOf); encoding of logs the library creates ('compact', the
-  // default, or 'zset'; the module's own setting decides where it is
-  // loaded);
+  // default, 'compact1' for format version 1, which redis-swl 0.3 reads,
+  // or 'zset'; the module's own setting decides where it is loaded);
   // timeoutMs, after which a command rejects with a TimeoutError (none by
   // default: the client's own timeouts apply), or for a check or refund
   // with an UncertainOutcomeError: the command is not taken back, and may
@@ -223,7 +227,7 @@ class SWL {
     // What the module probe's answer is shared by.
     this.sender = options.client || options.sendCommand || options.sendCommandCluster;
     // Each command has timeoutMs of its own: a call that loads the library
-    // sends three.
+    // sends four.
     this.send = (key, command, readOnly, once) => withTimeout(send(key, command, readOnly, once), options.timeoutMs);
     this.encoding = options.encoding === undefined ? 'compact' : options.encoding;
     checkEncoding(this.encoding);
@@ -362,7 +366,22 @@ class SWL {
 
   // Loads the function library on the server (for a cluster, on the node
   // that serves `key`), replacing an older one with { replace: true }.
+  // It first asks that node which release its library is (FCALL_RO
+  // swl_version 0): a library newer than the one this package carries is
+  // never replaced, replace or not, and is used as it is; one from before
+  // 0.4, which cannot say, counts as older. With replace, a node that
+  // answers neither a version nor "function not found" rejects with its
+  // error and nothing is replaced.
   async loadLibrary({ replace = false, key = 'redis-swl' } = {}) {
+    let loaded = null;
+    try {
+      loaded = String(await this.send(key, VERSION_CHECK, false));
+    } catch (error) {
+      // None there, or one from before 0.4 (which FUNCTION LOAD without
+      // REPLACE leaves as it is): only a replace needs to know which.
+      if (!isMissingFunction(error) && (replace || !isErrorReply(error))) throw error;
+    }
+    if (loaded !== null && (!replace || isNewer(loaded, libraryVersion()))) return;
     const command = ['FUNCTION', 'LOAD', ...(replace ? ['REPLACE'] : []), librarySource(this.encoding)];
     try {
       await this.send(key, command, false);

@@ -139,9 +139,14 @@ describe('the client', () => {
           assert.equal(await deleted, true);
           assert.equal(await client.exists(key), 0);
         }
-        // No SWL.CHECK was tried on a server without the module.
+        // No SWL.CHECK was tried on a server without the module: the only
+        // error is the version check's before the library was loaded
+        // (FCALL_RO swl_version finds no function).
         const errors = await client.sendCommand(['INFO', 'errorstats']);
-        assert.equal(/errorstat_ERR:/.test(errors), false, errors);
+        const stats = await client.sendCommand(['INFO', 'commandstats']);
+        const count = (text, pattern) => Number((pattern.exec(text) || [0, 0])[1]);
+        assert.equal(count(errors, /errorstat_ERR:count=(\d+)/), module ? 0 : 1, errors);
+        assert.equal(count(stats, /cmdstat_fcall_ro:.*failed_calls=(\d+)/), module ? 0 : 1, stats);
       } finally {
         client.destroy();
         await server.stop();
@@ -188,6 +193,22 @@ describe('the client', () => {
     }
   });
 
+  it('makes compact logs of format version 1 with compact1, as redis-swl 0.3 reads them', async () => {
+    const server = await RedisServer.start({ module: false });
+    const client = await server.client();
+    try {
+      const swl = new SWL({ client, encoding: 'compact1' });
+      assert.equal((await swl.check('k', 1000, 3)).allowed, true);
+      const head = await client.sendCommand(['GETRANGE', 'k', '0', '4'], { typeMapping: { 36: Buffer } });
+      assert.deepEqual(head, Buffer.from('SWLc\x01', 'latin1'));
+      const [library] = await client.sendCommand(['FUNCTION', 'LIST', 'WITHCODE', 'LIBRARYNAME', 'swl']);
+      assert.ok(library[library.indexOf('library_code') + 1].includes("\nlocal ENCODING = 'compact1'\n"));
+    } finally {
+      client.destroy();
+      await server.stop();
+    }
+  });
+
   it('refuses an unknown encoding and a sender it cannot use', () => {
     assert.throws(() => new SWL({ sendCommand: () => {}, encoding: 'list' }), /encoding must be one of zset, compact/);
     assert.throws(() => new SWL({}), /exactly one of sendCommand, sendCommandCluster or client/);
@@ -199,5 +220,6 @@ describe('the client', () => {
     assert.equal(librarySource(), repository);
     assert.equal(librarySource('compact'), repository);
     assert.equal(librarySource('zset'), repository.replace("\nlocal ENCODING = 'compact'\n", "\nlocal ENCODING = 'zset'\n"));
+    assert.equal(librarySource('compact1'), repository.replace("\nlocal ENCODING = 'compact'\n", "\nlocal ENCODING = 'compact1'\n"));
   });
 });

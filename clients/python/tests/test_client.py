@@ -83,6 +83,29 @@ def test_a_library_loaded_elsewhere_is_used_as_it_is(start_server):
     limiter.load_library()  # loading again is not an error
 
 
+def test_compact1_makes_compact_logs_of_format_version_1(start_server):
+    """What redis-swl 0.3 reads, for a fleet part way through an upgrade."""
+    assert "\nlocal ENCODING = 'compact1'\n" in redis_swl.library_source("compact1")
+    server = start_server(False)
+    client = server.client()
+    limiter = SWL(client, encoding="compact1")
+    assert limiter.check("rl:sync", 1000, 3).allowed
+    assert client.getrange("rl:sync", 0, 4) == b"SWLc\x01"
+    [library] = client.function_list(withcode=True)
+    assert b"\nlocal ENCODING = 'compact1'\n" in dict(zip(library[::2], library[1::2]))[b"library_code"]
+
+    server = start_server(False)
+
+    async def run():
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        limiter = AsyncSWL(client, encoding="compact1")
+        assert (await limiter.check("rl:async", 1000, 3)).allowed
+        await client.aclose()
+
+    asyncio.run(run())
+    assert server.client().getrange("rl:async", 0, 4) == b"SWLc\x01"
+
+
 def test_errors_name_the_bad_argument_and_change_nothing(start_server):
     for module in (True, False):
         client = start_server(module).client()

@@ -2,6 +2,8 @@
 //! any redis-rs async connection, through the module where the server has
 //! it and through the function library (FCALL) where it does not.
 
+#[cfg(feature = "cluster")]
+use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -17,6 +19,97 @@ use crate::DenialCache;
 /// built from (the crate's `swl.lua` is a link to it, packaged as the file).
 const LIBRARY: &str = include_str!("../swl.lua");
 const ENCODING_LINE: &str = "\nlocal ENCODING = 'compact'\n";
+const VERSION_LINE: &str = "\nlocal VERSION = '";
+
+/// The release of the function library this crate carries: its VERSION
+/// line, which `FCALL_RO swl_version 0` replies.
+fn library_version() -> &'static str {
+    static VERSION: OnceLock<&'static str> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let start = LIBRARY
+            .find(VERSION_LINE)
+            .expect("swl.lua has a VERSION line")
+            + VERSION_LINE.len();
+        let end = LIBRARY[start..].find('\'').expect("the VERSION line ends") + start;
+        &LIBRARY[start..end]
+    })
+}
+
+/// A release's major, minor and patch numbers, from the start of `version`
+/// (`0.4.0`, `1.2`, `0.5.0-rc.1`); `None` where it does not start with a
+/// number.
+fn release(version: &str) -> Option<[u64; 3]> {
+    let mut numbers = [0; 3];
+    let mut rest = version.trim();
+    for (i, number) in numbers.iter_mut().enumerate() {
+        if i > 0 {
+            match rest.strip_prefix('.') {
+                Some(after) if after.starts_with(|c: char| c.is_ascii_digit()) => rest = after,
+                _ => break,
+            }
+        }
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        *number = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+    }
+    Some(numbers)
+}
+
+/// Whether the loaded library's release is newer than `own`, comparing
+/// major, minor and patch as numbers. A version that does not start with a
+/// number is older than any.
+fn is_newer(loaded: &str, own: &str) -> bool {
+    matches!((release(loaded), release(own)), (Some(theirs), Some(ours)) if theirs > ours)
+}
+
+/// What the client asks a node before it loads or replaces the library
+/// there: the loaded library's release. A library from before 0.4, or none,
+/// has no such function.
+fn version_check() -> Cmd {
+    let mut command = redis::cmd("FCALL_RO");
+    command.arg("swl_version").arg(0);
+    command
+}
+
+/// The FUNCTION LOAD for a node whose [`version_check`] gave `answer`, or
+/// `None` where the node's library stays as it is: one of any version
+/// unless `replace`, and one newer than this crate's always.
+fn library_load(
+    encoding: Encoding,
+    replace: bool,
+    answer: RedisResult<String>,
+) -> RedisResult<Option<Cmd>> {
+    let loaded = match answer {
+        Ok(version) => Some(version),
+        // None there, or one from before 0.4.
+        Err(error) if message_has(&error, "function not found") => None,
+        // FUNCTION LOAD without REPLACE leaves a loaded library as it is:
+        // only a replace needs to know which one is there.
+        Err(error) if !replace && !error.is_io_error() && !error.is_timeout() => None,
+        Err(error) => return Err(error),
+    };
+    if loaded.is_some_and(|loaded| !replace || is_newer(&loaded, library_version())) {
+        return Ok(None);
+    }
+    let mut command = redis::cmd("FUNCTION");
+    command.arg("LOAD");
+    if replace {
+        command.arg("REPLACE");
+    }
+    command.arg(library_source(encoding));
+    Ok(Some(command))
+}
+
+/// A FUNCTION LOAD's result: one that found the library loaded (by another
+/// client, meanwhile) did what was asked.
+fn loaded(result: RedisResult<redis::Value>) -> RedisResult<()> {
+    match result {
+        Err(error) if !message_has(&error, "already exists") => Err(error),
+        _ => Ok(()),
+    }
+}
 
 /// How logs are stored: redis-swl's compact string of 4-byte slots, or a
 /// sorted set. Where the module is loaded, its own `swl.encoding` setting
@@ -31,22 +124,30 @@ pub enum Encoding {
     /// A sorted set, readable with ZRANGE and compatible with the usual Lua
     /// script's keys.
     Zset,
-    /// A compact log: about 4 bytes per entry (the default).
+    /// A compact log: about 4 bytes per entry, in the newest format the
+    /// library writes (the default).
     #[default]
     Compact,
+    /// A compact log of format version 1, which redis-swl 0.3 reads too:
+    /// for a fleet part way through an upgrade, while a 0.3 module,
+    /// library or client still serves the keys.
+    Compact1,
 }
 
 impl Encoding {
-    /// The name the module and the library use: `zset` or `compact`.
+    /// The name the module and the library use: `zset`, `compact` or
+    /// `compact1`.
     ///
     /// ```
     /// use redis_swl_client::Encoding;
     /// assert_eq!(Encoding::Compact.name(), "compact");
+    /// assert_eq!(Encoding::Compact1.name(), "compact1");
     /// ```
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Zset => "zset",
             Encoding::Compact => "compact",
+            Encoding::Compact1 => "compact1",
         }
     }
 }
@@ -58,15 +159,17 @@ impl Encoding {
 /// use redis_swl_client::{library_source, Encoding};
 /// assert!(library_source(Encoding::Compact).contains("local ENCODING = 'compact'"));
 /// assert!(library_source(Encoding::Zset).contains("local ENCODING = 'zset'"));
+/// assert!(library_source(Encoding::Compact1).contains("local ENCODING = 'compact1'"));
 /// ```
 pub fn library_source(encoding: Encoding) -> &'static str {
     static ZSET: OnceLock<String> = OnceLock::new();
+    static COMPACT1: OnceLock<String> = OnceLock::new();
+    let with = |line: &str| LIBRARY.replacen(ENCODING_LINE, line, 1);
     match encoding {
         // The library as shipped creates compact logs.
         Encoding::Compact => LIBRARY,
-        Encoding::Zset => {
-            ZSET.get_or_init(|| LIBRARY.replacen(ENCODING_LINE, "\nlocal ENCODING = 'zset'\n", 1))
-        }
+        Encoding::Zset => ZSET.get_or_init(|| with("\nlocal ENCODING = 'zset'\n")),
+        Encoding::Compact1 => COMPACT1.get_or_init(|| with("\nlocal ENCODING = 'compact1'\n")),
     }
 }
 
@@ -460,6 +563,10 @@ fn message_has(error: &redis::RedisError, text: &str) -> bool {
 /// ```
 pub struct Swl<C> {
     connection: C,
+    /// The same connection, where it is a cluster's: the library is then
+    /// loaded primary by primary.
+    #[cfg(feature = "cluster")]
+    cluster: Option<redis::cluster_async::ClusterConnection>,
     encoding: Encoding,
     /// What the probe found: true where the server has no module.
     probed: OnceCell<bool>,
@@ -467,9 +574,9 @@ pub struct Swl<C> {
     denials: Option<DenialCache>,
 }
 
-impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
-    /// A client over `connection`, for logs the library creates as sorted
-    /// sets.
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Swl<C> {
+    /// A client over `connection`, for logs the library creates as compact
+    /// logs.
     ///
     /// ```no_run
     /// # async fn example() -> redis::RedisResult<()> {
@@ -480,6 +587,10 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     /// ```
     pub fn new(connection: C) -> Swl<C> {
         Swl {
+            #[cfg(feature = "cluster")]
+            cluster: (&connection as &dyn Any)
+                .downcast_ref::<redis::cluster_async::ClusterConnection>()
+                .cloned(),
             connection,
             encoding: Encoding::Compact,
             probed: OnceCell::new(),
@@ -487,7 +598,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
             denials: None,
         }
     }
+}
 
+impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     /// Answers checks from `cache` while a denial Redis gave for the same
     /// key and windows, and a cost no larger, is still waiting: denied,
     /// with the wait left, without a command (none by default; the layer
@@ -650,6 +763,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     /// Loads the function library (on a cluster, on every primary), or with
     /// `replace` replaces an older one. A library already loaded is left.
     ///
+    /// Before it loads anything on a node, it asks the node which release
+    /// its library is (`FCALL_RO swl_version 0`): a library newer than the
+    /// one this crate carries is never replaced, `replace` or not, and is
+    /// used as it is. One from before 0.4, which cannot say, counts as
+    /// older. With `replace`, a node that answers neither a version nor
+    /// "function not found" fails the call with its error, and nothing is
+    /// replaced there.
+    ///
     /// ```no_run
     /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> redis::RedisResult<()> {
     /// swl.load_library(true).await?;
@@ -657,16 +778,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     /// # }
     /// ```
     pub async fn load_library(&self, replace: bool) -> RedisResult<()> {
-        let mut command = redis::cmd("FUNCTION");
-        command.arg("LOAD");
-        if replace {
-            command.arg("REPLACE");
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = &self.cluster {
+            return load_on_primaries(cluster.clone(), self.encoding, replace).await;
         }
-        command.arg(library_source(self.encoding));
         let mut connection = self.connection.clone();
-        match command.query_async::<redis::Value>(&mut connection).await {
-            Err(error) if !message_has(&error, "already exists") => Err(error),
-            _ => Ok(()),
+        let answer = version_check().query_async(&mut connection).await;
+        match library_load(self.encoding, replace, answer)? {
+            Some(command) => loaded(command.query_async(&mut connection).await),
+            None => Ok(()),
         }
     }
 
@@ -742,8 +862,70 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
     }
 }
 
+/// [`Swl::load_library`] on a cluster: node by node, on each primary the
+/// connection knows, so that each keeps a newer library of its own.
+#[cfg(feature = "cluster")]
+async fn load_on_primaries(
+    mut cluster: redis::cluster_async::ClusterConnection,
+    encoding: Encoding,
+    replace: bool,
+) -> RedisResult<()> {
+    use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
+    // Each primary's answer, by its address.
+    let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+    let redis::Value::Map(answers) = cluster.route_command(&redis::cmd("PING"), every).await?
+    else {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::ClientError,
+            "no primaries answered by address",
+        )));
+    };
+    for (address, _) in answers {
+        let address: String = redis::from_redis_value(&address)?;
+        let node = address
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host.to_string(), port.parse().ok()?)))
+            .map(|(host, port)| {
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port })
+            })
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::ClientError,
+                    "not a node's address",
+                    address.clone(),
+                ))
+            })?;
+        let answer = cluster
+            .route_command(&version_check(), node.clone())
+            .await
+            .and_then(|version| redis::from_redis_value(&version));
+        if let Some(command) = library_load(encoding, replace, answer)? {
+            loaded(cluster.route_command(&command, node).await)?;
+        }
+    }
+    Ok(())
+}
+
 fn fcall(names: Names, key: &str, args: &[String]) -> Cmd {
     let mut command = redis::cmd("FCALL");
     command.arg(names.function).arg(1).arg(key).arg(args);
     command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_newer, library_version, release};
+
+    #[test]
+    fn versions_compare_as_numbers() {
+        assert_eq!(release("0.10.0"), Some([0, 10, 0]));
+        assert_eq!(release("1.2"), Some([1, 2, 0]));
+        assert_eq!(release("0.5.0-rc.1"), Some([0, 5, 0]));
+        assert_eq!(release("dev"), None);
+        assert!(is_newer("0.10.0", "0.9.9"));
+        assert!(!is_newer("0.9.9", "0.10.0"));
+        assert!(!is_newer("0.4.0", "0.4.0"));
+        assert!(!is_newer("dev", "0.4.0"));
+        assert_eq!(library_version(), env!("CARGO_PKG_VERSION"));
+    }
 }

@@ -214,7 +214,7 @@ pub struct Config {
     /// What answers while Redis cannot.
     pub policy: FailurePolicy,
     /// For each command to Redis, connecting included. A request sends one;
-    /// the first that finds no module and no library sends four.
+    /// the first that finds no module and no library sends five.
     pub timeout: Duration,
     /// Prefix of the Redis keys.
     pub key_prefix: String,
@@ -228,7 +228,8 @@ pub struct Config {
     pub refund_failed: bool,
     /// Which responses count as failed for `refund_failed`.
     pub failed: FailedFn,
-    /// How logs the function library creates are stored.
+    /// How logs the function library creates are stored (`Compact1`
+    /// while redis-swl 0.3 still serves the keys).
     pub encoding: Encoding,
     /// Keys whose denials are remembered, to answer their next requests
     /// in the process until the wait Redis gave has passed (with
@@ -518,9 +519,10 @@ impl RateLimiter {
         // command is out): under the local policy such a request can be
         // recorded in Redis as well as in this process.
         // Each command has the timeout (the connection manager's), and a
-        // call sends at most four: a command the server lacks, the FCALL
-        // that finds no library, FUNCTION LOAD and the FCALL again.
-        let outcome = tokio::time::timeout(self.config.timeout * 4, call).await;
+        // call that loads the library sends five: a command the server
+        // lacks, the FCALL that finds no library, FCALL_RO swl_version,
+        // FUNCTION LOAD and the FCALL again.
+        let outcome = tokio::time::timeout(self.config.timeout * 5, call).await;
         if let (true, Some(denials)) = (refund, &self.denials) {
             // Also when it failed: it may have been carried out.
             denials.forget(key);

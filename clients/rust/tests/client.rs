@@ -182,16 +182,46 @@ async fn a_library_from_before_is_replaced() {
     );
 }
 
+#[tokio::test]
+async fn compact1_makes_compact_logs_of_format_version_1() {
+    // What redis-swl 0.3 reads, while it still serves the keys.
+    let server = Server::start(false, Encoding::Zset);
+    let client = redis::Client::open(server.url()).unwrap();
+    let swl = Swl::new(client.get_multiplexed_async_connection().await.unwrap())
+        .with_encoding(Encoding::Compact1);
+    assert!(
+        swl.check("k", 1000, 3, &Options::new())
+            .await
+            .unwrap()
+            .allowed
+    );
+    let head: Vec<u8> = redis::cmd("GETRANGE")
+        .arg("k")
+        .arg(0)
+        .arg(4)
+        .query(&mut server.connect())
+        .unwrap();
+    assert_eq!(head, b"SWLc\x01");
+    let loaded: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("WITHCODE")
+        .query(&mut server.connect())
+        .unwrap();
+    assert!(format!("{loaded:?}").contains("local ENCODING = 'compact1'"));
+}
+
 #[test]
 fn the_library_is_the_repository_one() {
     let repository = std::fs::read_to_string(common::repository().join("scripts/swl.lua")).unwrap();
     assert!(repository.contains("\nlocal ENCODING = 'compact'\n"));
     assert_eq!(library_source(Encoding::Compact), repository);
-    assert_eq!(
-        library_source(Encoding::Zset),
-        repository.replace(
-            "\nlocal ENCODING = 'compact'\n",
-            "\nlocal ENCODING = 'zset'\n"
-        )
-    );
+    for encoding in [Encoding::Zset, Encoding::Compact1] {
+        assert_eq!(
+            library_source(encoding),
+            repository.replace(
+                "\nlocal ENCODING = 'compact'\n",
+                &format!("\nlocal ENCODING = '{}'\n", encoding.name())
+            )
+        );
+    }
 }

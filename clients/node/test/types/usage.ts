@@ -54,7 +54,9 @@ async function main(): Promise<void> {
   counted.denialCache.forget('rl:127.0.0.1');
   console.log(wasThere, refunded);
   const source: string = librarySource('zset');
-  console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, most, failures, source);
+  // What redis-swl 0.3 reads, while it still serves the keys.
+  const upgrading = new SWL({ client, encoding: 'compact1' });
+  console.log(seconds, oldest, units, resetAfterMs, limiter, left, local, most, failures, source, upgrading.encoding);
 }
 
 void main;

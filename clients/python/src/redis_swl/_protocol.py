@@ -5,6 +5,7 @@ and the function library's source."""
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import (
@@ -39,8 +40,18 @@ PROBE = ("SWL.CHECK",)
 #: the module and the library take them.
 MAX_WINDOWS = 100
 
-ENCODINGS = ("zset", "compact")
+#: The encodings of new logs the library takes: a sorted set, a compact log
+#: (the newest format the library writes), or a compact log of format
+#: version 1, which redis-swl 0.3 reads too (for a fleet part way through
+#: an upgrade).
+ENCODINGS = ("zset", "compact", "compact1")
 _ENCODING_LINE = "\nlocal ENCODING = 'compact'\n"
+_VERSION_LINE = re.compile(r"\nlocal VERSION = '([^'\n]*)'\n")
+
+#: What a client asks a node before it loads or replaces the library there:
+#: the loaded library's release. A library from before 0.4, or none, has no
+#: such function.
+VERSION_CHECK = ("FCALL_RO", "swl_version", 0)
 
 
 @dataclass(frozen=True)
@@ -127,16 +138,33 @@ class Commands(Generic[R]):
         #: for it, so that each goes where it belongs from the first.
         self._probed = False
 
-    def _library_loads(self, replace: bool) -> List[Tuple[List[str], Dict[str, Any]]]:
-        """The FUNCTION LOAD commands that put the library where it is
-        missing: one for a server, one for each primary of a cluster (which
-        a load sent to all of them at once would stop at the first that
-        has it)."""
+    def _library_nodes(self) -> List[Dict[str, Any]]:
+        """Where the library is loaded, as options of ``execute_command``:
+        the server, or each primary of a cluster (a load sent to all of
+        them at once would stop at the first that has it)."""
+        if not hasattr(self.client, "get_primaries"):
+            return [{}]
+        return [{"target_nodes": node} for node in self.client.get_primaries()]
+
+    def _library_load(self, replace: bool, answer: Any) -> Optional[List[str]]:
+        """The FUNCTION LOAD for a node whose :data:`VERSION_CHECK` gave
+        ``answer`` (its reply, or the ``ResponseError`` it failed with), or
+        None where the node's library stays as it is: one of any version
+        unless ``replace``, and one newer than this package's always."""
+        if isinstance(answer, Exception):
+            if replace and not is_missing_function(answer):
+                # Whether the loaded library is newer cannot be told.
+                raise answer
+            # None there, or one from before 0.4 (which FUNCTION LOAD
+            # without REPLACE leaves as it is).
+            loaded = None
+        else:
+            loaded = answer.decode() if isinstance(answer, bytes) else str(answer)
+        if loaded is not None and (not replace or is_newer(loaded, library_version())):
+            return None
         command = ["FUNCTION", "LOAD"] + (["REPLACE"] if replace else [])
         command.append(library_source(self.encoding))
-        if not hasattr(self.client, "get_primaries"):
-            return [(command, {})]
-        return [(command, {"target_nodes": node}) for node in self.client.get_primaries()]
+        return command
 
     def check(
         self,
@@ -283,11 +311,41 @@ def is_library_present(error: Exception) -> bool:
     return "already exists" in str(error).lower()
 
 
+def release(version: str) -> Optional[Tuple[int, int, int]]:
+    """A release's major, minor and patch numbers, from the start of
+    ``version`` (``"0.4.0"``, ``"1.2"``, ``"0.5.0-rc.1"``); None where it
+    does not start with a number."""
+    found = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", version.strip())
+    if found is None:
+        return None
+    major, minor, patch = (int(part or 0) for part in found.groups())
+    return major, minor, patch
+
+
+def is_newer(loaded: str, own: str) -> bool:
+    """Whether the loaded library's release is newer than ``own``,
+    comparing major, minor and patch as numbers. A version that does not
+    start with a number is older than any."""
+    ours, theirs = release(own), release(loaded)
+    return theirs is not None and ours is not None and theirs > ours
+
+
+@functools.lru_cache(maxsize=None)
+def library_version() -> str:
+    """The release of the function library this package carries: its
+    VERSION line, which ``FCALL_RO swl_version 0`` replies."""
+    found = _VERSION_LINE.search(library_source())
+    if found is None:
+        raise RuntimeError("the packaged swl.lua has no VERSION line")
+    return found.group(1)
+
+
 @functools.lru_cache(maxsize=None)
 def library_source(encoding: str = "compact") -> str:
     """The function library shipped in this package (the repository's
     scripts/swl.lua), creating new logs in ``encoding``: ``"compact"`` (a
-    compact log, the default) or ``"zset"`` (a sorted set)."""
+    compact log, the default), ``"compact1"`` (a compact log of format
+    version 1, which redis-swl 0.3 reads) or ``"zset"`` (a sorted set)."""
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
     source = resources.files("redis_swl").joinpath("swl.lua").read_text(encoding="utf-8")

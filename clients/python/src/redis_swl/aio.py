@@ -12,6 +12,7 @@ from ._protocol import (
     CHECK,
     CHANGES,
     PROBE,
+    VERSION_CHECK,
     Commands,
     Verdict,
     explained,
@@ -196,8 +197,16 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
                 await client.connection_pool.release(connection)
 
     async def load_library(self, replace: bool = False) -> None:
-        """See :meth:`redis_swl.SWL.load_library`."""
-        for command, options in self._library_loads(replace):
+        """See :meth:`redis_swl.SWL.load_library`: it never replaces a
+        library newer than the one this package carries."""
+        for options in self._library_nodes():
+            try:
+                answer: Any = await self.client.execute_command(*VERSION_CHECK, **options)
+            except ResponseError as error:
+                answer = error
+            command = self._library_load(replace, answer)
+            if command is None:
+                continue
             try:
                 await self.client.execute_command(*command, **options)
             except ResponseError as error:

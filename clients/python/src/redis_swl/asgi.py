@@ -80,6 +80,9 @@ class RateLimiter:
         ``Request`` (headers, client, state, user; not the body).
     :param refund_failed: give back the units of a request whose response
         ``failed`` (4xx or 5xx by default), through SWL.REFUND.
+    :param encoding: how the function library, where the limiter loads it,
+        stores new logs: ``"compact"``, ``"compact1"`` or ``"zset"``, as
+        :class:`~redis_swl.SWL` takes them.
     :param denial_cache_keys: keys whose denials the denial cache remembers
         (the least recently used forgotten first); 0 turns it off.
     :param name: the limiter's label in its metrics: a fixed name (``api``,

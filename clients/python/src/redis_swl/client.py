@@ -12,6 +12,7 @@ from ._protocol import (
     CHECK,
     CHANGES,
     PROBE,
+    VERSION_CHECK,
     Commands,
     Verdict,
     explained,
@@ -48,9 +49,11 @@ class SWL(Commands[Verdict]):
 
     :param client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
     :param encoding: how the library, if this client loads it, stores new
-        logs: ``"compact"`` (compact logs, as the module's default) or
-        ``"zset"`` (sorted sets, for keys the usual Lua script still
-        writes). The module's own setting is ``swl.encoding``.
+        logs: ``"compact"`` (compact logs, as the module's default),
+        ``"compact1"`` (compact logs of format version 1, which redis-swl
+        0.3 reads too: while 0.3 still serves the keys) or ``"zset"``
+        (sorted sets, for keys the usual Lua script still writes). The
+        module's own setting is ``swl.encoding``.
     :param denial_cache: a :class:`~redis_swl.DenialCache` answering checks
         after a denial without Redis (none by default; one cache may serve
         several clients of a process). :meth:`refund` and :meth:`reset`
@@ -193,8 +196,23 @@ class SWL(Commands[Verdict]):
         """Loads the function library where it is missing: on the server,
         or on each primary of a cluster (one that has it, such as all but a
         shard just added, is left as it is, unless ``replace``: a library
-        from an older redis-swl is replaced so)."""
-        for command, options in self._library_loads(replace):
+        from an older redis-swl is replaced so).
+
+        Before it loads anything on a node, it asks the node which release
+        its library is (``FCALL_RO swl_version 0``): a library newer than
+        the one this package carries is never replaced, ``replace`` or not,
+        and is used as it is. One from before 0.4, which cannot say, counts
+        as older. Where ``replace`` is given and the node answers neither a
+        version nor "function not found", its error is raised and nothing
+        is replaced."""
+        for options in self._library_nodes():
+            try:
+                answer: Any = self.client.execute_command(*VERSION_CHECK, **options)
+            except ResponseError as error:
+                answer = error
+            command = self._library_load(replace, answer)
+            if command is None:
+                continue
             try:
                 self.client.execute_command(*command, **options)
             except ResponseError as error:

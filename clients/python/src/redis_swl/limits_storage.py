@@ -163,8 +163,8 @@ def _names(prefixed: str, suffix: str) -> Tuple[str, ...]:
 class SWLRedisStorage(_SWLMovingWindow, _RedisStorage):
     """``limits``' :class:`~limits.storage.RedisStorage`, its moving window
     by redis-swl. ``swl_encoding`` is how the function library, where this
-    storage loads it, stores new logs (``"compact"``, the default, or
-    ``"zset"``);
+    storage loads it, stores new logs (``"compact"``, the default,
+    ``"compact1"`` or ``"zset"``, as :class:`~redis_swl.SWL` takes them);
     ``key_suffix`` what a log's key adds to ``limits``' name (``""``: the
     name itself, as in redis-swl 0.3); ``swl_denial_cache`` the keys of a
     denial cache for hits (0, the default: none), or a
