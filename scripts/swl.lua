@@ -1144,11 +1144,13 @@ local function ceil8(x) return (x + 7 - (x + 7) % 8) / 8 end
 -- The bytes a block of `n` entries takes, its last with high part `top`.
 local function used_bytes(n, l, top) return 16 + ceil8(n * l) + ceil8(top + n) end
 
--- floor(log2(x)) for x >= 1 (0 for less), at most P_MAX_L.
+-- floor(log2(x)) for x >= 1 (0 for less), at most P_MAX_L: x is
+-- m * 2^e with 1/2 <= m < 1, exactly for integers below 2^53.
 local function floor_log2(x)
-  local l = 0
-  while l < P_MAX_L and POW2[l + 1] <= x do l = l + 1 end
-  return l
+  if x < 2 then return 0 end
+  local _, e = math.frexp(x)
+  if e - 1 > P_MAX_L then return P_MAX_L end
+  return e - 1
 end
 
 -- The length, at least `len`, of a value filling its allocation (the
@@ -1196,7 +1198,7 @@ local function p_block(bytes)
   local raw_l = l
   if l > 63 then l = 63 end
   return {
-    t = t, e = e,
+    t = t, e = e, s = bytes,
     first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
       + t[6] * 1099511627776 + t[7] * 281474976710656,
     l = l, raw_l = raw_l,
@@ -1655,10 +1657,20 @@ local function p_time_at(rank)
   return t or MAX_MS
 end
 
+-- The oldest live entry: the head block's first time where the head is
+-- that block's first entry, otherwise a select.
+local function p_oldest_time()
+  if not p_oldest then
+    local head = p_block_at(p_head_block)
+    if p_head_rank == head.before then p_oldest = head.first else p_oldest = p_time_at(0) end
+  end
+  return p_oldest
+end
+
 local function p_count_through(at)
   local len = p_len_live()
   if at >= p_newest then return len end
-  if not p_oldest then p_oldest = p_time_at(0) end
+  if not p_oldest then p_oldest_time() end
   if at < p_oldest then return 0 end
   -- The last block whose first time is at most `at`.
   local index, high = p_head_block, p_tail
@@ -1677,7 +1689,6 @@ end
 -- that is not a packed log.
 local function open_packed(key, exists, start)
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
-  p_tables, p_heads = {}, {}
   p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
   if exists then
     if start and #start < READ_WHOLE_AT_MOST then
@@ -1747,10 +1758,7 @@ function Packed:score_at(rank)
   local len = p_len_live()
   if rank < 0 or rank >= len then return nil end
   if rank == len - 1 then return p_newest end
-  if rank == 0 then
-    if not p_oldest then p_oldest = p_time_at(0) end
-    return p_oldest
-  end
+  if rank == 0 then return p_oldest_time() end
   return p_time_at(rank)
 end
 
@@ -1807,25 +1815,44 @@ end
 -- where it moves; nil where neither takes it.
 local function p_append(at)
   local tail = p_block_at(p_tail)
-  local first, n = tail.first, tail.n
-  local l = tail.l
+  local first, n, l = tail.first, tail.n, tail.l
   if n == 1 and p_tail == p_head_block then l = p_l_from_gap(first, at) end
   local v = at - first
-  local low = v % POW2[l]
-  local h = (v - low) / POW2[l]
+  local scale = POW2[l]
+  local low = v % scale
+  local h = (v - low) / scale
   local start, e = p_extent(p_len, p_tail)
-  if p_fits(tail, l, h) then
+  -- Whether it fits: n + 1 low fields and the high bits up to h + n, in
+  -- whole bytes each (as the module's fits).
+  local low_bits, high_bits = (n + 1) * l + 7, h + n + 8
+  if n < P_MAX_N and h <= P_MAX_N
+      and 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 <= e then
     local t = tail.t
     local from = l == tail.l and 12 or 7
     t[8] = l
     tail.l, tail.raw_l = l, l
-    p_write_bits(t, n * l, l, low)
-    p_set_high_bit(t, e, h + n)
+    local field = n * l
+    p_write_bits(t, field, l, low)
+    local j = h + n
+    local r = j % 8
+    local at_byte = e - (j - r) / 8
+    local byte = t[at_byte]
+    if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then t[at_byte] = byte + POW2[r] end
     tail.n, tail.top = n + 1, h
-    p_set_u16(t, 13, n + 1)
-    p_set_u16(t, 15, h)
-    local to = e - (h + n - (h + n) % 8) / 8
-    return start + from, string.char(unpack(t, from + 1, to))
+    t[13], t[14] = (n + 1) % 256, (n + 1 - (n + 1) % 256) / 256
+    t[15], t[16] = h % 256, (h - h % 256) / 256
+    -- The changed bytes, from the counters to the high bit: the low field
+    -- and the high byte written, the bytes between as they were.
+    if at_byte - from <= 48 then
+      return start + from, string.char(unpack(t, from + 1, at_byte))
+    end
+    local field_from = 17 + (field - field % 8) / 8
+    local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
+    local was = tail.s
+    return start + from, table.concat({
+      string.char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
+      string.char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
+      string.char(t[at_byte]) })
   end
   local next_index = p_tail + 1
   if next_index >= p_blocks then return nil end
@@ -1914,7 +1941,12 @@ function Packed:record(at, count)
   if count == 1 and at >= p_newest then
     local offset, bytes, tail = p_append(at)
     if offset then
-      p_write(offset, bytes)
+      p_write_pending_head()
+      redis.call('SETRANGE', p_key, num(offset), bytes)
+      -- A call seldom reads the value after recording, so what was read
+      -- is dropped rather than patched (the tail block's table is kept
+      -- as written): a read asks the server again.
+      p_value, p_start, p_heads = false, false, {}
       if tail then
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
