@@ -549,6 +549,42 @@ compact_speed() {
         "$library_us" "$swl_us" "$(ratio "$library_us" "$swl_us")")")
 }
 
+# One-window SWL.CHECK on compact logs of format version 2 (swl.encoding
+# compact) beside version 1 (compact1), on the throughput workloads: the
+# two run in turn FORMAT_ROUNDS times, each on logs it made, and each
+# figure is the median of its rounds' server time per call. Target:
+# version 2 at most 1.1 times version 1.
+FORMAT_ROUNDS=${BENCH_FORMAT_ROUNDS:-3}
+format_speed() {
+    local name=$1 keyspace=$2 limit=$3 round encoding rounds=() formats=()
+    for round in $(seq 1 "$FORMAT_ROUNDS"); do
+        for encoding in compact1 compact; do
+            cli flushall >/dev/null
+            cli config set swl.encoding "$encoding" >/dev/null
+            cli config resetstat >/dev/null
+            rps "$keyspace" SWL.CHECK "fs:$name:__rand_int__" 60000 "$limit" '*' >/dev/null
+            rounds+=("$encoding $(call_time swl.check)")
+            formats+=("$encoding $(format_of "$(cli randomkey)")")
+        done
+    done
+    cli config set swl.encoding zset >/dev/null
+    local v1 v2 r
+    v1=$(printf '%s\n' "${rounds[@]}" | awk '$1 == "compact1" { print $2 }' | median)
+    v2=$(printf '%s\n' "${rounds[@]}" | awk '$1 == "compact" { print $2 }' | median)
+    r=$(ratio "$v2" "$v1")
+    printf '%-10s %10s %10s %10s %10s %6s\n' "$name" "$v1" "$v2" "$r" "<= 1.1" "$(at_most "$r" 1.1)"
+    # The logs each setting made, in the format it names.
+    printf '%s\n' "${formats[@]}" | sort -u | while read -r encoding format; do
+        [ "$format" = "$(format_written_by "$encoding")" ] || echo "NOT AS BUILT: swl.encoding $encoding made a log of format $format"
+    done
+}
+
+format_speeds() {
+    printf '%-10s %10s %10s %10s %10s %6s\n' workload "v1 us" "v2 us" "v2/v1" target met
+    format_speed admitted 100000 1000   # many fresh keys, nearly all admitted
+    format_speed denied 10 10           # ten hot keys at their limit, nearly all denied
+}
+
 # Where the time of one workload goes (server microseconds per call): the
 # call, the commands it issued per call and their own time, and the rest,
 # which for a script or function is the Lua around those commands.
@@ -824,8 +860,9 @@ start_server
 sha=$(cli script load "$LUA")
 load_library zset
 printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
-# BENCH_ONLY=worst, rewrites or formats runs only the costliest single
-# calls, the rows of calls that rewrite large compact logs, or the memory
+# BENCH_ONLY=worst, rewrites, speed or formats runs only the costliest
+# single calls, the rows of calls that rewrite large compact logs, the
+# server time of compact format version 2 beside version 1, or the memory
 # by arrival pattern and the two-window curve by the size of the log.
 case "${BENCH_ONLY:-}" in
     "") ;;
@@ -839,6 +876,11 @@ case "${BENCH_ONLY:-}" in
         compact_rewrites
         exit 0
         ;;
+    speed)
+        echo "Compact format version 2 beside version 1: one-window SWL.CHECK, server time per call (microseconds, INFO commandstats; median of $FORMAT_ROUNDS rounds)"
+        format_speeds
+        exit 0
+        ;;
     formats)
         library_formats
         echo
@@ -849,7 +891,7 @@ case "${BENCH_ONLY:-}" in
         two_window_curve
         exit 0
         ;;
-    *) echo "bench: BENCH_ONLY is worst, rewrites or formats, not $BENCH_ONLY" >&2; exit 2 ;;
+    *) echo "bench: BENCH_ONLY is worst, rewrites, speed or formats, not $BENCH_ONLY" >&2; exit 2 ;;
 esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
@@ -864,12 +906,15 @@ echo "Server time per call (microseconds, INFO commandstats; the client shares t
 printf '%-10s %10s %10s %10s %10s %10s %10s %10s\n' workload ZADD Lua swl.lua SWL.CHECK "vs Lua" "vs swl.lua" "vs ZADD"
 printf '%s\n' "${server_time[@]}"
 echo
-echo "Compact encoding: throughput (requests/s) and server time per call (microseconds)"
+echo "Compact encoding (swl.encoding compact, format version 2): throughput (requests/s) and server time per call (microseconds)"
 printf '%-10s %10s %10s %10s %10s %10s %10s %10s %10s\n' workload compact Lua "vs Lua" "compact us" "ZADD us" "ZADD+PX us" "vs ZADD" "vs ZADD+PX"
 library_compact=()
 compact_speed admitted 100000 1000
 compact_speed denied 10 10
 echo "(targets: vs Lua >= 4; admitted vs ZADD+PX >= 1; denied vs ZADD >= 1)"
+echo
+echo "Compact format version 2 beside version 1: one-window SWL.CHECK, server time per call (microseconds, INFO commandstats; median of $FORMAT_ROUNDS rounds)"
+format_speeds
 echo
 echo "The function library on compact logs: throughput (requests/s) and server time per call (microseconds)"
 printf '%-10s %10s %10s %10s %10s %10s %10s\n' workload swl.lua SWL.CHECK "vs swl.lua" "swl.lua us" "SWL us" "vs swl.lua"
