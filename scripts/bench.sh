@@ -101,6 +101,12 @@ at_most() {
         if (v !~ /^[0-9.]+$/ || t !~ /^[0-9.]+$/) print "n/a"; else if (v + 0 <= t + 0) print "yes"; else print "no" }'
 }
 
+# The median of the numbers on stdin, one a line; "failed" where any is.
+median() {
+    sort -n | awk '$1 !~ /^[0-9.]+$/ { failed = 1 } { v[NR] = $1 }
+        END { if (failed || NR == 0) print "failed"; else print v[int((NR + 1) / 2)] }'
+}
+
 # Server-side microseconds per call of one command since the last reset.
 usec_per_call() {
     cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { print $7 }'
@@ -115,15 +121,17 @@ call_time() {
     if [ "${failed:-0}" -gt 0 ]; then echo failed; else usec_per_call "$1"; fi
 }
 
-# The server microseconds per call of one call made `repeat` times ({i}
-# in an argument becomes the run's number, 1 to repeat), or "failed".
+# The median server microseconds of one call made `repeat` times ({i} in
+# an argument becomes the run's number, 1 to repeat), or "failed".
 timed() {
     local repeat=$1 i stat
     shift
     stat=$(echo "$1" | tr '[:upper:]' '[:lower:]')
-    cli config resetstat >/dev/null
-    for i in $(seq 1 "$repeat"); do cli "${@//\{i\}/$i}" >/dev/null; done
-    call_time "$stat"
+    for i in $(seq 1 "$repeat"); do
+        cli config resetstat >/dev/null
+        cli "${@//\{i\}/$i}" >/dev/null
+        call_time "$stat"
+    done | median
 }
 
 # What a log key holds: zset, v1 or v2 (a compact log's format version,
@@ -361,12 +369,6 @@ memory_patterns() {
     if [ "${#problems[@]}" -gt 0 ]; then printf 'NOT AS BUILT: %s\n' "${problems[@]}"; fi
 }
 
-# The median of the numbers on stdin, one a line; "failed" where any is.
-median() {
-    sort -n | awk '$1 !~ /^[0-9.]+$/ { failed = 1 } { v[NR] = $1 }
-        END { if (failed || NR == 0) print "failed"; else print v[int((NR + 1) / 2)] }'
-}
-
 # Two windows (an hour and a minute, limits nothing reaches) on logs of
 # 100 to 100,000 entries spread over the hour, a twentieth in the last
 # minute: server microseconds per check, module and library, in a sorted
@@ -445,21 +447,23 @@ two_window_curve() {
     load_library zset
 }
 
-# One call with the most windows a call may have (100) on a log of
-# 100,001 entries (one a millisecond), run `repeat` times: the most a
-# single call can ask.
-worst_case() {
-    local label=$1 command=$2 key=$3 repeat=10 i
-    shift 3
-    cli config resetstat >/dev/null
-    for i in $(seq 1 "$repeat"); do cli "$command" "$key" "$@" >/dev/null; done
-    printf '%-34s %10s\n' "$label" "$(usec_per_call "$(echo "$command" | tr '[:upper:]' '[:lower:]')")"
-}
-
+# The most expensive single calls, on a log of 100,001 entries (one a
+# millisecond) in each encoding: a sorted set, a compact log of format
+# version 1 (compact1) and one of version 2 (compact), server
+# microseconds per call (the median of several). The module's calls, then
+# the function library's on a copy of each log, loaded with the same
+# ENCODING; where a new log the library made is not in the format its
+# column names, the cell says which it wrote.
 worst_cases() {
-    local n=100001 base=1700000000000
+    local n=100001 base=1700000000000 encoding
+    local encodings=(zset compact1 compact)
     cli flushall >/dev/null
-    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD wc %.0f %d\r\n", b + i, i }' | pipe_commands
+    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "ZADD wc:zset %.0f %d\r\n", b + i, i }' | pipe_commands
+    for encoding in compact1 compact; do
+        cli config set swl.encoding "$encoding" >/dev/null
+        awk -v n="$n" -v b="$base" -v k="wc:$encoding" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK %s 100000000 100000000 %.0f\r\n", k, b + i }' | pipe_commands
+    done
+    for encoding in "${encodings[@]}"; do cli copy "wc:$encoding" "fwc:$encoding" >/dev/null; done
     local now=$((base + n - 1)) max=9007199254740991 same=() spread=() i
     # The case that took 11 s before counts were O(log N): 100 windows
     # (the first and 99 WINDOW clauses, the most a call may have) of 1,000
@@ -468,56 +472,63 @@ worst_cases() {
     # 100 windows of different widths, each full, so each denies and
     # looks up the entry it waits for in the middle of the log.
     for i in $(seq 1 99); do spread+=(WINDOW $((1000 + i * 970)) $((500 + i * 400))); done
-    worst_case "SWL.PEEK, 100 x (1000 ms, 2^53-1)" SWL.PEEK wc 100000 "$max" "$now" "${same[@]}"
-    worst_case "SWL.CHECK, 100 denying windows" SWL.CHECK wc 100000 "$max" "$now" "${spread[@]}"
-    worst_case "FCALL swl_peek, as the first" FCALL swl_peek 1 wc 100000 "$max" "$now" "${same[@]}"
-    # The largest cost, admitted: 100,000 entries written in one call.
-    cli config resetstat >/dev/null
-    for i in $(seq 1 5); do cli swl.check "cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
-    printf '%-34s %10s\n' "SWL.CHECK, COST 100,000 admitted" "$(usec_per_call swl.check)"
-    # The same calls on a compact log of the same entries.
-    cli config set swl.encoding compact >/dev/null
-    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK wcc 100000000 100000000 %.0f\r\n", b + i }' | pipe_commands
-    worst_case "compact: SWL.PEEK, 100 windows" SWL.PEEK wcc 100000 "$max" "$now" "${same[@]}"
-    worst_case "compact: 100 denying windows" SWL.CHECK wcc 100000 "$max" "$now" "${spread[@]}"
-    cli config resetstat >/dev/null
-    for i in $(seq 1 5); do cli swl.check "cpt:cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
-    printf '%-34s %10s\n' "compact: COST 100,000 admitted" "$(usec_per_call swl.check)"
-    # The function library on a copy of the same compact log.
-    cli copy wcc fwcc >/dev/null
-    worst_case "compact: FCALL swl_peek, 100 win." FCALL swl_peek 1 fwcc 100000 "$max" "$now" "${same[@]}"
-    worst_case "compact: FCALL swl_check, 100 den." FCALL swl_check 1 fwcc 100000 "$max" "$now" "${spread[@]}"
-    load_library compact
-    cli config resetstat >/dev/null
-    for i in $(seq 1 5); do cli fcall swl_check 1 "fcpt:cost:$i" 60000 100000 '*' COST 100000 >/dev/null; done
-    printf '%-34s %10s\n' "compact: FCALL swl_check, COST 100,000" "$(usec_per_call fcall)"
+    printf '%-40s %12s %16s %16s\n' call "sorted set" "compact1 (v1)" "compact (v2)"
+    local cells
+    row() { printf '%-40s %12s %16s %16s\n' "$1" "${cells[@]}"; }
+    # Each cell runs with swl.encoding and the library's ENCODING set to
+    # its column's: `measure` is called with the encoding.
+    each() {
+        local label=$1 measure=$2
+        cells=()
+        for encoding in "${encodings[@]}"; do
+            cli config set swl.encoding "$encoding" >/dev/null
+            load_library "$encoding"
+            cells+=("$("$measure" "$encoding")")
+        done
+        row "$label"
+    }
+    peek() { timed 10 SWL.PEEK "wc:$1" 100000 "$max" "$now" "${same[@]}"; }
+    deny() { timed 10 SWL.CHECK "wc:$1" 100000 "$max" "$now" "${spread[@]}"; }
+    # The largest cost, admitted: 100,000 entries written in one call on
+    # a new log; then, on the same logs, the largest refund, 99,999 of
+    # them given back in one call.
+    cost() { timed 5 SWL.CHECK "cost:$1:{i}" 60000 100000 '*' COST 100000; }
+    refund() { timed 5 SWL.REFUND "cost:$1:{i}" 60000 100000 '*' COST 99999; }
+    # Times going backwards: each entry before all 100,001 (a sorted set
+    # takes it in O(log N); version 1 moves every slot and propagates the
+    # moved bytes, or writes the value anew before its base; version 2
+    # codes the blocks anew from the one it goes into).
+    older() {
+        local command=$2 stat=$3 key=$4 repeat=$5
+        for i in $(seq 1 "$repeat"); do
+            cli config resetstat >/dev/null
+            $command "$key" 100000000 100000000 "$((base - i))" >/dev/null
+            call_time "$stat"
+        done | median
+    }
+    older_module() { older "$1" "cli swl.check" swl.check "wc:$1" 20; }
+    fpeek() { timed 10 FCALL swl_peek 1 "fwc:$1" 100000 "$max" "$now" "${same[@]}"; }
+    fdeny() { timed 10 FCALL swl_check 1 "fwc:$1" 100000 "$max" "$now" "${spread[@]}"; }
+    # The library's costliest call on a sorted set: COST 100,000 is
+    # 100,000 entries added from Lua.
+    fcost() {
+        local time format
+        time=$(timed 5 FCALL swl_check 1 "fcost:$1:{i}" 60000 100000 '*' COST 100000)
+        format=$(format_of "fcost:$1:1")
+        if [ "$format" = "$(format_written_by "$1")" ]; then echo "$time"; else echo "$time (wrote $format)"; fi
+    }
+    older_library() { older "$1" "cli fcall swl_check 1" fcall "fwc:$1" 5; }
+    each "SWL.PEEK, 100 x (1000 ms, 2^53-1)" peek
+    each "SWL.CHECK, 100 denying windows" deny
+    each "SWL.CHECK, COST 100,000, a new log" cost
+    each "SWL.REFUND, COST 99,999 of 100,000" refund
+    each "SWL.CHECK, an entry older than all" older_module
+    each "FCALL swl_peek, 100 x (1000 ms, 2^53-1)" fpeek
+    each "FCALL swl_check, 100 denying windows" fdeny
+    each "FCALL swl_check, COST 100,000, new log" fcost
+    each "FCALL swl_check, entry older than all" older_library
+    cli config set swl.encoding zset >/dev/null
     load_library zset
-    # Times going backwards: each entry goes before all 100,001, moving
-    # every slot and propagating the moved bytes (O(N) per call); before
-    # the log's base, the whole value is written anew.
-    cli config resetstat >/dev/null
-    for i in $(seq 1 20); do cli swl.check wcc 100000000 100000000 "$((base - i))" >/dev/null; done
-    printf '%-34s %10s\n' "compact: entry older than all" "$(usec_per_call swl.check)"
-    cli config resetstat >/dev/null
-    for i in $(seq 1 5); do cli fcall swl_check 1 fwcc 100000000 100000000 "$((base - i))" >/dev/null; done
-    printf '%-34s %10s\n' "compact: FCALL, entry older than all" "$(usec_per_call fcall)"
-    cli config set swl.encoding zset >/dev/null
-    # The largest refund: 99,999 of 100,000 entries given back in one
-    # call (on a compact log, freed slots and their bytes propagated).
-    local encoding
-    for encoding in zset compact; do
-        cli config set swl.encoding "$encoding" >/dev/null
-        for i in $(seq 1 5); do cli swl.check "rcost:$encoding:$i" 60000 100000 '*' COST 100000 >/dev/null; done
-        cli config resetstat >/dev/null
-        for i in $(seq 1 5); do cli swl.refund "rcost:$encoding:$i" 60000 100000 '*' COST 99999 >/dev/null; done
-        printf '%-34s %10s\n' "$encoding: SWL.REFUND COST 99,999" "$(usec_per_call swl.refund)"
-    done
-    cli config set swl.encoding zset >/dev/null
-    # The library's costliest call: COST 100,000 on a sorted set is
-    # 100,000 ZADD calls from Lua.
-    cli config resetstat >/dev/null
-    cli fcall swl_check 1 "fcost" 60000 100000 '*' COST 100000 >/dev/null
-    printf '%-34s %10s\n' "FCALL swl_check, COST 100,000" "$(usec_per_call fcall)"
 }
 
 # The compact encoding against its targets, on the throughput workloads:
