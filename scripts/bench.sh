@@ -729,7 +729,7 @@ refund_speed() {
 
 # One call on a fresh copy of the compact log `template`, by the module
 # (SWL.CHECK) or the function library (FCALL swl_check), BENCH_ONE_ROUNDS
-# times: the median server milliseconds of the call.
+# times: the median server milliseconds of the call, or "failed".
 ONE_ROUNDS=${BENCH_ONE_ROUNDS:-3}
 one_call_ms() {
     local via=$1 template=$2 i stat
@@ -744,58 +744,114 @@ one_call_ms() {
         else
             cli fcall swl_check 1 one:call "$@" >/dev/null
         fi
-        usec_per_call "$stat"
-    done | sort -n | awk -v n="$ONE_ROUNDS" 'NR == int((n + 1) / 2) { printf "%.2f", $1 / 1000 }'
+        call_time "$stat"
+    done | median | awk '$1 ~ /^[0-9.]+$/ { printf "%.2f", $1 / 1000; next } { print }'
 }
 
-# The row of one call on logs of `n` entries, module and library.
+REWRITE_ROW='%-36s %9s %10s %10s %7s %11s %11s%s\n'
+
+# The row of one call on the compact logs of `n` entries of both format
+# versions (`kind`:compact1:n and `kind`:compact:n), module and library,
+# each with swl.encoding and the library's ENCODING set to the log's
+# encoding. Where `grows` is given, a module's call that left the value
+# no longer is marked: the row is not measuring what it says.
 rewrite_row() {
-    local label=$1 n=$2 template=$3 module library
-    shift 3
-    module=$(one_call_ms module "$template" "$@")
-    library=$(one_call_ms library "$template" "$@")
-    printf '%-36s %10s %10s %10s %10s\n' "$label" "$n" "$module" "$library" "$(ratio "$library" "$module")"
+    local label=$1 n=$2 kind=$3 grows=$4 encoding cells=() marks=""
+    shift 4
+    for encoding in compact1 compact; do
+        cli config set swl.encoding "$encoding" >/dev/null
+        load_library "$encoding"
+        cells+=("$(one_call_ms module "$kind:$encoding:$n" "$@")")
+        if [ "$grows" = grows ] && [ "$(cli strlen one:call)" -le "$(cli strlen "$kind:$encoding:$n")" ]; then
+            marks+=" (the $(format_written_by "$encoding") log did not grow)"
+        fi
+        cells+=("$(one_call_ms library "$kind:$encoding:$n" "$@")")
+    done
+    # shellcheck disable=SC2059
+    printf "$REWRITE_ROW" "$label" "$n" "${cells[0]}" "${cells[2]}" "$(ratio "${cells[2]}" "${cells[0]}")" \
+        "${cells[1]}" "${cells[3]}" "$marks"
 }
 
-# Compact logs of `n` entries, one a millisecond from `base`, made by the
-# module: tpl:n as made (its spare room at the end), full:n with that room
-# filled by entries at the newest time.
-compact_templates() {
-    local n=$1 base=$2 free
-    awk -v n="$n" -v b="$base" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK tpl:%d 1000000000000000 1000000000000000 %.0f\r\n", n, b + i }' | pipe_commands
-    cli copy "tpl:$n" "full:$n" >/dev/null
-    free=$(( ($(cli strlen "full:$n") - 24) / 4 - n ))
-    while [ "$free" -gt 0 ]; do
-        local cost=$(( free < 100000 ? free : 100000 ))
-        cli swl.check "full:$n" 1000000000000000 1000000000000000 "$((base + n - 1))" COST "$cost" >/dev/null
-        free=$((free - cost))
+# Adds `count` entries at `time` to the compact log `key`, COST 100,000
+# at most a call.
+add_entries() {
+    local key=$1 time=$2 left=$3 cost
+    while [ "$left" -gt 0 ]; do
+        cost=$((left < 100000 ? left : 100000))
+        cli swl.check "$key" 1000000000000000 1000000000000000 "$time" COST "$cost" >/dev/null
+        left=$((left - cost))
     done
 }
 
-# The calls that change every slot's place or value on a large compact
-# log, module against library, at 100,000 and 1,000,000 entries: each
-# copies bytes, but for an entry older than the base (a time the slots
-# cannot hold), which makes the value anew from its times (O(N) in Lua).
+# Compact logs of `n` entries, one a millisecond from `base`, made by the
+# module under swl.encoding `encoding` (compact1: format version 1;
+# compact: version 2): tpl:ENCODING:n as made (its spare room at the
+# end), and unless `full` is "no", full:ENCODING:n with that room filled
+# by entries at the newest time: the most the value takes without
+# growing, found by bisection on copies (the room is a count of slots in
+# version 1, bits in blocks in version 2).
+compact_templates() {
+    local n=$1 base=$2 encoding=$3 full=${4:-yes}
+    local tpl="tpl:$encoding:$n" newest=$((base + n - 1))
+    cli config set swl.encoding "$encoding" >/dev/null
+    awk -v n="$n" -v b="$base" -v k="$tpl" 'BEGIN { for (i = 0; i < n; i++) printf "SWL.CHECK %s 1000000000000000 1000000000000000 %.0f\r\n", k, b + i }' | pipe_commands
+    [ "$full" = no ] && return 0
+    local len low=0 high=1 mid
+    len=$(cli strlen "$tpl")
+    fits() {
+        cli copy "$tpl" fill:probe replace >/dev/null
+        add_entries fill:probe "$newest" "$1"
+        [ "$(cli strlen fill:probe)" -eq "$len" ]
+    }
+    while fits "$high"; do low=$high; high=$((high * 2)); done
+    while [ $((high - low)) -gt 1 ]; do
+        mid=$(((low + high) / 2))
+        if fits "$mid"; then low=$mid; else high=$mid; fi
+    done
+    cli copy "$tpl" "full:$encoding:$n" replace >/dev/null
+    add_entries "full:$encoding:$n" "$newest" "$low"
+    cli del fill:probe >/dev/null
+}
+
+# The calls that rewrite much of a large compact log, module against
+# library, in both format versions, at 100,000 and 1,000,000 entries. In
+# version 1 each copies bytes, but for an entry older than the base (a
+# time the slots cannot hold), which makes the value anew from its times
+# (O(N) in Lua); in version 2 growth and reclaiming dead blocks copy
+# bytes, and a time older than the newest codes the blocks anew from the
+# one it goes into (an entry older than all: every block).
 compact_rewrites() {
-    local base=1700000000000 big=1000000000000000 n
+    local base=1700000000000 big=1000000000000000 n encoding
     cli flushall >/dev/null
-    cli config set swl.encoding compact >/dev/null
-    load_library compact
-    printf '%-36s %10s %10s %10s %10s\n' call entries "module ms" "swl.lua ms" "vs module"
+    # shellcheck disable=SC2059
+    printf "$REWRITE_ROW" call entries "module v1" "module v2" "v2/v1" "swl.lua v1" "swl.lua v2" ""
     for n in 100000 1000000; do
-        compact_templates "$n" "$base"
+        for encoding in compact1 compact; do compact_templates "$n" "$base" "$encoding"; done
         local newest=$((base + n - 1))
-        rewrite_row "trim past half (70% trimmed)" "$n" "tpl:$n" $((n * 3 / 10)) "$big" $((newest + 1))
-        rewrite_row "growth (a full log, COST 1)" "$n" "full:$n" "$big" "$big" $((newest + 1))
-        rewrite_row "COST 100000 past the spare room" "$n" "full:$n" "$big" "$big" $((newest + 1)) COST 100000
-        rewrite_row "a client 10 s behind the newest" "$n" "tpl:$n" "$big" "$big" $((newest - 10000))
-        rewrite_row "an entry older than the base" "$n" "tpl:$n" "$big" "$big" $((base - 120000))
-        # The Lua heap after the library's costliest call, beside the
-        # value it wrote (the functions' heap is outside maxmemory).
-        printf '%-36s %10s %10s %10s\n' "  Lua heap after it, value (MB)" "$n" \
-            "$(cli info memory | tr -d '\r' | awk -F: '$1 == "used_memory_vm_functions" { printf "%.2f", $2 / 1048576 }')" \
-            "$(cli strlen one:call | awk '{ printf "%.2f", $1 / 1048576 }')"
-        cli del "tpl:$n" "full:$n" one:call >/dev/null
+        rewrite_row "trim past half (70% trimmed)" "$n" tpl - $((n * 3 / 10)) "$big" $((newest + 1))
+        rewrite_row "growth (a full log, COST 1)" "$n" full grows "$big" "$big" $((newest + 1))
+        rewrite_row "COST 100000 past the spare room" "$n" full grows "$big" "$big" $((newest + 1)) COST 100000
+        rewrite_row "a client 10 s behind the newest" "$n" tpl - "$big" "$big" $((newest - 10000))
+        rewrite_row "an entry 2 min older than all" "$n" tpl - "$big" "$big" $((base - 120000))
+        # The Lua heap after the library's costliest call, that last one,
+        # beside the value it wrote (the functions' heap is outside
+        # maxmemory), in MB: heap/value.
+        local heap=()
+        for encoding in compact1 compact; do
+            load_library "$encoding"
+            cli copy "tpl:$encoding:$n" one:call replace >/dev/null
+            cli config resetstat >/dev/null
+            cli fcall swl_check 1 one:call "$big" "$big" $((base - 120000)) >/dev/null
+            if [ "$(call_time fcall)" = failed ]; then
+                heap+=(failed)
+            else
+                heap+=("$(cli info memory | tr -d '\r' | awk -F: '$1 == "used_memory_vm_functions" { printf "%.2f", $2 / 1048576 }')/$(cli strlen one:call | awk '{ printf "%.2f", $1 / 1048576 }')")
+            fi
+        done
+        # shellcheck disable=SC2059
+        printf "$REWRITE_ROW" "  Lua heap after it/value (MB)" "$n" "" "" "" "${heap[0]}" "${heap[1]}" ""
+        for encoding in compact1 compact; do cli del "tpl:$encoding:$n" "full:$encoding:$n" >/dev/null; done
+        cli del one:call >/dev/null
     done
     echo "(targets at 1,000,000 entries: swl.lua's trim, growth and COST rows at most 25 ms; the Lua heap under twice the value)"
     steady_large_logs
@@ -803,34 +859,44 @@ compact_rewrites() {
     load_library zset
 }
 
-# Steady traffic on 64 compact logs of 100,000 entries: 20,000 one-window
-# checks on random logs, now_ms one millisecond later each call, by the
-# module on one set of logs and by the library on a copy; the worst call
-# of each (INFO latencystats, its 100th percentile).
+# Steady traffic on 64 compact logs of 100,000 entries, in each format
+# version: 20,000 one-window checks on random logs, now_ms one
+# millisecond later each call, by the module on one set of logs and by
+# the library on a copy; the worst call of each (INFO latencystats, its
+# 100th percentile) and the median.
 steady_large_logs() {
-    local n=100000 base=1700000000000 i
-    compact_templates "$n" "$base"
-    for i in $(seq 0 63); do
-        cli copy "tpl:$n" "steady:m:$i" >/dev/null
-        cli copy "tpl:$n" "steady:l:$i" >/dev/null
-    done
+    local n=100000 base=1700000000000 i encoding
+    local -A worst_ms median_ms
     cli config set latency-tracking-info-percentiles "50 99 100" >/dev/null
-    cli config resetstat >/dev/null
-    local calls
     calls() {
         awk -v b="$((base + n))" -v cmd="$1" 'BEGIN { srand(7); for (i = 1; i <= 20000; i++) printf "%s:%d 60000 1000000000000000 %.0f\r\n", cmd, int(rand() * 64), b + i }'
     }
-    calls "SWL.CHECK steady:m" | pipe_commands
-    calls "FCALL swl_check 1 steady:l" | pipe_commands
-    local worst
-    worst() {
+    percentiles_ms() {
+        if [ "$(call_time "$1")" = failed ]; then echo "failed failed"; return; fi
         cli info latencystats | tr -d '\r' | awk -F'[:=,]' -v c="latency_percentiles_usec_$1" \
             '$1 == c { printf "%.2f %.3f", $7 / 1000, $3 / 1000 }'
     }
-    read -r module_worst module_p50 <<<"$(worst swl.check)"
-    read -r library_worst library_p50 <<<"$(worst fcall)"
-    printf '%-36s %10s %10s %10s %10s\n' "steady traffic, 64 logs: worst call" "$n" "$module_worst" "$library_worst" "$(ratio "$library_worst" "$module_worst")"
-    printf '%-36s %10s %10s %10s %10s\n' "  the median call" "$n" "$module_p50" "$library_p50" "$(ratio "$library_p50" "$module_p50")"
+    for encoding in compact1 compact; do
+        compact_templates "$n" "$base" "$encoding" no
+        load_library "$encoding"
+        for i in $(seq 0 63); do
+            cli copy "tpl:$encoding:$n" "steady:m:$i" replace >/dev/null
+            cli copy "tpl:$encoding:$n" "steady:l:$i" replace >/dev/null
+        done
+        cli config resetstat >/dev/null
+        calls "SWL.CHECK steady:m" | pipe_measured
+        calls "FCALL swl_check 1 steady:l" | pipe_measured
+        read -r "worst_ms[module:$encoding]" "median_ms[module:$encoding]" <<<"$(percentiles_ms swl.check)"
+        read -r "worst_ms[library:$encoding]" "median_ms[library:$encoding]" <<<"$(percentiles_ms fcall)"
+        for i in $(seq 0 63); do cli del "steady:m:$i" "steady:l:$i" >/dev/null; done
+        cli del "tpl:$encoding:$n" >/dev/null
+    done
+    # shellcheck disable=SC2059
+    printf "$REWRITE_ROW" "steady traffic, 64 logs: worst call" "$n" "${worst_ms[module:compact1]}" "${worst_ms[module:compact]}" \
+        "$(ratio "${worst_ms[module:compact]}" "${worst_ms[module:compact1]}")" "${worst_ms[library:compact1]}" "${worst_ms[library:compact]}" ""
+    # shellcheck disable=SC2059
+    printf "$REWRITE_ROW" "  the median call" "$n" "${median_ms[module:compact1]}" "${median_ms[module:compact]}" \
+        "$(ratio "${median_ms[module:compact]}" "${median_ms[module:compact1]}")" "${median_ms[library:compact1]}" "${median_ms[library:compact]}" ""
     echo "(target: no swl.lua call in the steady row over 10 ms)"
     cli config set latency-tracking-info-percentiles "50 99 99.9" >/dev/null
 }
@@ -878,11 +944,15 @@ printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
 case "${BENCH_ONLY:-}" in
     "") ;;
     worst)
+        library_formats
+        echo
         echo "The most expensive single calls (server microseconds per call; target < 10,000)"
         worst_cases
         exit 0
         ;;
     rewrites)
+        library_formats
+        echo
         echo "Calls that rewrite large compact logs (server milliseconds per call, INFO commandstats; median of $ONE_ROUNDS)"
         compact_rewrites
         exit 0
