@@ -276,21 +276,26 @@ multi_window() {
     swl=$(usec_per_call swl.check)
     library=$(usec_per_call fcall)
     printf '%-34s %10s %10s %10s\n' "hour/100,000 + minute/5,000" "$swl" "$library" "$(ratio "$library" "$swl")"
-    # The same entries as a compact log, written by the module and copied
-    # to the library's key.
-    cli config set swl.encoding compact >/dev/null
-    awk -v c="$clock" 'BEGIN {
-        for (i = 0; i < 45000; i++) printf "SWL.CHECK mw:cswl 3600000 1000000000 %.0f\r\n", c - 3590000 + int(i * 3529000 / 45000)
-        for (i = 0; i < 4900; i++) printf "SWL.CHECK mw:cswl 3600000 1000000000 %.0f\r\n", c - 59000 + int(i * 58000 / 4900)
-    }' | pipe_commands
+    # The same entries as a compact log of each format version, written
+    # by the module and copied to the library's key.
+    local encoding
+    for encoding in compact1 compact; do
+        cli config set swl.encoding "$encoding" >/dev/null
+        awk -v c="$clock" -v k="mw:c$encoding" 'BEGIN {
+            for (i = 0; i < 45000; i++) printf "SWL.CHECK %s 3600000 1000000000 %.0f\r\n", k, c - 3590000 + int(i * 3529000 / 45000)
+            for (i = 0; i < 4900; i++) printf "SWL.CHECK %s 3600000 1000000000 %.0f\r\n", k, c - 59000 + int(i * 58000 / 4900)
+        }' | pipe_commands
+        load_library "$encoding"
+        cli copy "mw:c$encoding" "mw:f$encoding" >/dev/null
+        cli config resetstat >/dev/null
+        redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" SWL.CHECK "mw:c$encoding" 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+        redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" FCALL swl_check 1 "mw:f$encoding" 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
+        swl=$(call_time swl.check)
+        library=$(call_time fcall)
+        printf '%-34s %10s %10s %10s\n' "the same, $encoding ($(format_of "mw:c$encoding")) logs" "$swl" "$library" "$(ratio "$library" "$swl")"
+    done
     cli config set swl.encoding zset >/dev/null
-    cli copy mw:cswl mw:cfn >/dev/null
-    cli config resetstat >/dev/null
-    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" SWL.CHECK mw:cswl 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
-    redis-benchmark -p "$port" -c 1 -P "$PIPELINE" -n "$calls" FCALL swl_check 1 mw:cfn 3600000 100000 '*' WINDOW 60000 5000 >/dev/null
-    swl=$(usec_per_call swl.check)
-    library=$(usec_per_call fcall)
-    printf '%-34s %10s %10s %10s\n' "the same, compact logs" "$swl" "$library" "$(ratio "$library" "$swl")"
+    load_library zset
 }
 
 # The times of 10,000 requests in one of the arrival patterns a compact
@@ -552,7 +557,7 @@ compact_speed() {
     zadd_us=$(usec_per_call zadd)
     pexpireat_us=$(usec_per_call pexpireat)
     swl_us=$(usec_per_call swl.check)
-    library_us=$(usec_per_call fcall)
+    library_us=$(call_time fcall)
     both_us=$(awk -v a="$zadd_us" -v b="$pexpireat_us" 'BEGIN { printf "%.2f", a + b }')
     printf '%-10s %10.0f %10.0f %10s %10s %10s %10s %10s %10s\n' "$name" "$swl" "$lua" "$(ratio "$swl" "$lua")" \
         "$swl_us" "$zadd_us" "$both_us" "$(ratio "$zadd_us" "$swl_us")" "$(ratio "$both_us" "$swl_us")"
@@ -606,9 +611,12 @@ breakdown() {
     cli config resetstat >/dev/null
     rps "$keyspace" "$@" >/dev/null
     cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v top="cmdstat_$command" -v label="$label" '
-        $1 == top { calls = $3; usec = $5; next }
+        $1 == top { calls = $3; usec = $5; failed = $9 + $11; next }
         $1 ~ /^cmdstat_/ && $1 != "cmdstat_config|resetstat" { inner += $3; inner_usec += $5 }
-        END { printf "%-30s %10.2f %10.2f %10.2f %10.2f\n", label, usec / calls, inner / calls, inner_usec / calls, (usec - inner_usec) / calls }'
+        END {
+            if (failed > 0) label = "FAILED " label
+            printf "%-30s %10.2f %10.2f %10.2f %10.2f\n", label, usec / calls, inner / calls, inner_usec / calls, (usec - inner_usec) / calls
+        }'
 }
 
 # The commands a one-window call of the library issues and the reply it
@@ -666,6 +674,9 @@ library_round() {
     breakdown "script, denied" 10 evalsha EVALSHA "$sha" 1 "b:__rand_int__" 60000 10
     breakdown "swl.lua sorted set, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*'
     breakdown "swl.lua sorted set, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*'
+    load_library compact1
+    breakdown "swl.lua compact1, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*'
+    breakdown "swl.lua compact1, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*'
     load_library compact
     breakdown "swl.lua compact, admitted" 100000 fcall FCALL swl_check 1 "b:__rand_int__" 60000 1000 '*'
     breakdown "swl.lua compact, denied" 10 fcall FCALL swl_check 1 "b:__rand_int__" 60000 10 '*'
@@ -677,15 +688,18 @@ library_round() {
 }
 
 # The function library against the usual script on the one-window
-# workloads, with where each spends its time. The server's speed drifts
-# on a shared machine, so the workloads run in turn, LIBRARY_ROUNDS
-# times, and each shows the round of its median time per call.
+# workloads, with where each spends its time: on sorted sets, and on the
+# compact logs it writes loaded with ENCODING 'compact1' (format version
+# 1) and 'compact' (version 2, once this swl.lua writes it:
+# library_formats says). The server's speed drifts on a shared machine,
+# so the workloads run in turn, LIBRARY_ROUNDS times, and each shows the
+# round of its median time per call.
 LIBRARY_ROUNDS=${BENCH_LIBRARY_ROUNDS:-3}
 library_cost() {
     local rounds=() round
     for round in $(seq 1 "$LIBRARY_ROUNDS"); do rounds+=("$(library_round)"); done
     local rows=() i
-    for i in $(seq 1 10); do
+    for i in $(seq 1 "$(echo "${rounds[0]}" | wc -l)"); do
         rows+=("$(for round in "${rounds[@]}"; do echo "$round" | sed -n "${i}p"; done |
             awk '{ print $(NF - 3) "\t" $0 }' | sort -n | awk -F'\t' -v n="$LIBRARY_ROUNDS" 'NR == int((n + 1) / 2) { print $2 }')")
     done
@@ -694,12 +708,17 @@ library_cost() {
     local per_call=()
     local row
     for row in "${rows[@]}"; do per_call+=("$(echo "$row" | awk '{ print $(NF - 3) }')"); done
-    printf 'swl.lua vs script: sorted set admitted %s (target <= 1.3), denied %s (target <= 2); compact admitted %s (target <= 1.6), denied %s (target <= 2)\n' \
-        "$(ratio "${per_call[2]}" "${per_call[0]}")" "$(ratio "${per_call[3]}" "${per_call[1]}")" \
-        "$(ratio "${per_call[4]}" "${per_call[0]}")" "$(ratio "${per_call[5]}" "${per_call[1]}")"
+    vs() { local r; r=$(ratio "$1" "$2"); echo "$r ($(at_most "$r" "$3"))"; }
+    printf 'swl.lua vs script: sorted set admitted %s, denied %s (targets <= 1.3, <= 2)\n' \
+        "$(vs "${per_call[2]}" "${per_call[0]}" 1.3)" "$(vs "${per_call[3]}" "${per_call[1]}" 2)"
+    printf '  compact1 admitted %s, denied %s; compact admitted %s, denied %s (targets <= 1.6, <= 2)\n' \
+        "$(vs "${per_call[4]}" "${per_call[0]}" 1.6)" "$(vs "${per_call[5]}" "${per_call[1]}" 2)" \
+        "$(vs "${per_call[6]}" "${per_call[0]}" 1.6)" "$(vs "${per_call[7]}" "${per_call[1]}" 2)"
+    printf 'swl.lua compact vs compact1: admitted %s, denied %s\n' \
+        "$(ratio "${per_call[6]}" "${per_call[4]}")" "$(ratio "${per_call[7]}" "${per_call[5]}")"
     printf 'its commands and reply alone vs script: sorted set admitted %s, denied %s; compact admitted %s, denied %s\n' \
-        "$(ratio "${per_call[6]}" "${per_call[0]}")" "$(ratio "${per_call[7]}" "${per_call[1]}")" \
-        "$(ratio "${per_call[8]}" "${per_call[0]}")" "$(ratio "${per_call[9]}" "${per_call[1]}")"
+        "$(ratio "${per_call[8]}" "${per_call[0]}")" "$(ratio "${per_call[9]}" "${per_call[1]}")" \
+        "$(ratio "${per_call[10]}" "${per_call[0]}")" "$(ratio "${per_call[11]}" "${per_call[1]}")"
 }
 
 # SWL.REFUND beside SWL.CHECK on the same keys, in one encoding: checks
@@ -717,10 +736,10 @@ refund_speed() {
     refund_us=$(usec_per_call swl.refund)
     cli config resetstat >/dev/null
     rps 100000 FCALL swl_check 1 "frf:__rand_int__" 60000 1000 '*' COST 2 >/dev/null
-    fcheck_us=$(usec_per_call fcall)
+    fcheck_us=$(call_time fcall)
     cli config resetstat >/dev/null
     rps 100000 FCALL swl_refund 1 "frf:__rand_int__" 60000 1000 '*' >/dev/null
-    frefund_us=$(usec_per_call fcall)
+    frefund_us=$(call_time fcall)
     cli config set swl.encoding zset >/dev/null
     load_library zset
     printf '%-10s %12s %12s %12s %14s %14s %12s\n' "$encoding" "$check_us" "$refund_us" "$(ratio "$check_us" "$refund_us")" \
@@ -937,10 +956,11 @@ start_server
 sha=$(cli script load "$LUA")
 load_library zset
 printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
-# BENCH_ONLY=worst, rewrites, speed or formats runs only the costliest
-# single calls, the rows of calls that rewrite large compact logs, the
-# server time of compact format version 2 beside version 1, or the memory
-# by arrival pattern and the two-window curve by the size of the log.
+# BENCH_ONLY=worst, rewrites, speed, library or formats runs only the
+# costliest single calls, the rows of calls that rewrite large compact
+# logs, the server time of compact format version 2 beside version 1, the
+# function library against the usual script, or the memory by arrival
+# pattern and the two-window curve by the size of the log.
 case "${BENCH_ONLY:-}" in
     "") ;;
     worst)
@@ -962,6 +982,13 @@ case "${BENCH_ONLY:-}" in
         format_speeds
         exit 0
         ;;
+    library)
+        library_formats
+        echo
+        echo "The function library against the usual script, one window (server microseconds per call, INFO commandstats; median of $LIBRARY_ROUNDS rounds)"
+        library_cost
+        exit 0
+        ;;
     formats)
         library_formats
         echo
@@ -972,10 +999,11 @@ case "${BENCH_ONLY:-}" in
         two_window_curve
         exit 0
         ;;
-    *) echo "bench: BENCH_ONLY is worst, rewrites, speed or formats, not $BENCH_ONLY" >&2; exit 2 ;;
+    *) echo "bench: BENCH_ONLY is worst, rewrites, speed, library or formats, not $BENCH_ONLY" >&2; exit 2 ;;
 esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
+library_formats
 echo
 echo "Throughput (requests/s)"
 printf '%-10s %10s %10s %10s %10s %10s %10s %10s %10s\n' workload PING ZADD Lua swl.lua SWL.CHECK "vs Lua" "vs swl.lua" "vs ZADD"
@@ -1036,4 +1064,5 @@ echo
 echo "SWL.REFUND beside SWL.CHECK (server microseconds per call, INFO commandstats: COST 2 checks, then refunds of 1, on 100,000 keys)"
 printf '%-10s %12s %12s %12s %14s %14s %12s\n' encoding SWL.CHECK SWL.REFUND "check/refund" "swl_check us" "swl_refund us" "vs swl.lua"
 refund_speed zset
+refund_speed compact1
 refund_speed compact
