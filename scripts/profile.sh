@@ -5,7 +5,8 @@
 # the costliest functions under the command handler, and ZADD's total for
 # comparison.
 # `library` counts instead one-window calls of the function library
-# (scripts/swl.lua), in both encodings, beside the usual script's
+# (scripts/swl.lua), in each encoding (sorted sets, compact format
+# versions 1 and 2), beside the usual script's
 # (scripts/bench.sh's): admits into new logs (100,000 keys) and into logs
 # that hold entries (2,000 keys), and denials (10 keys at their limit),
 # each after a run of the same calls that fills the keys. Under callgrind
@@ -69,7 +70,7 @@ if [ "$workload" = library ]; then
         IFS=: read -r name keys limit <<<"$row"
         counts[$name,script]=$(per_call "$keys" evalShaCommand EVALSHA "$sha" 1 "p:__rand_int__" 60000 "$limit")
     done
-    for encoding in zset compact; do
+    for encoding in zset compact1 compact; do
         load_library "$encoding"
         for row in "${workloads[@]}"; do
             IFS=: read -r name keys limit <<<"$row"
@@ -79,11 +80,12 @@ if [ "$workload" = library ]; then
 
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
     echo "Instructions per call, one window ($requests calls each; the library's ratio to the script)"
-    printf '%-30s %10s %12s %8s %12s %8s\n' workload script "sorted set" "" compact ""
+    printf '%-30s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "compact v1" "" "compact v2" ""
     for row in "${workloads[@]}"; do
         IFS=: read -r name _ _ <<<"$row"
-        printf '%-30s %10s %12s %8s %12s %8s\n' "$name" "${counts[$name,script]}" \
+        printf '%-30s %10s %12s %8s %12s %8s %12s %8s\n' "$name" "${counts[$name,script]}" \
             "${counts[$name,zset]}" "$(ratio "${counts[$name,zset]}" "${counts[$name,script]}")" \
+            "${counts[$name,compact1]}" "$(ratio "${counts[$name,compact1]}" "${counts[$name,script]}")" \
             "${counts[$name,compact]}" "$(ratio "${counts[$name,compact]}" "${counts[$name,script]}")"
     done
     exit 0

@@ -17,9 +17,11 @@ random 14-digit numbers). It is slower: see "Choosing" in the README.
 ]]
 
 -- How a new log is stored, as the module's swl.encoding: 'compact' (a
--- compact log string, the default) or 'zset' (a sorted set, as the usual
--- script's keys). Existing keys keep theirs. Change it by loading the
--- library with this line edited (docs/encodings.md).
+-- compact log string in format version 2, the default), 'compact1'
+-- (format version 1, which 0.3 reads: while 0.3 still serves the keys) or
+-- 'zset' (a sorted set, as the usual script's keys). Existing keys keep
+-- theirs. Change it by loading the library with this line edited
+-- (docs/encodings.md).
 local ENCODING = 'compact'
 
 local MAX_MS = 9007199254740991
@@ -1111,6 +1113,941 @@ function Compact:entries()
   return self:entries_from(c_head)
 end
 
+--[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
+times in Elias-Fano blocks of 256 bytes. Read and written with the
+module's exact bytes. A block is read once per call, as a table of its
+bytes (one string.byte), and scanned with table lookups rather than calls:
+each call, lookup and table shows at this rate. ]]
+
+-- The packed log in a key (see open_packed), and what a call read of one,
+-- dropped when it ends: its locals are kept to this block.
+local packed_log, packed_release
+do
+
+
+local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
+local P_MAX_L, P_MAX_N = 52, 65535
+-- Block tables a call may make or read before its garbage is collected
+-- when it ends (see closing).
+local P_COLLECT_AFTER_BLOCKS = 8
+local TWO_31 = 2147483648
+local POW2, POPCOUNT = {}, {}
+for i = 0, 64 do POW2[i] = 2 ^ i end
+for b = 0, 255 do
+  local c, x = 0, b
+  while x > 0 do c = c + x % 2; x = (x - x % 2) / 2 end
+  POPCOUNT[b] = c
+end
+
+local function ceil8(x) return (x + 7 - (x + 7) % 8) / 8 end
+
+-- The bytes a block of `n` entries takes, its last with high part `top`.
+local function used_bytes(n, l, top) return 16 + ceil8(n * l) + ceil8(top + n) end
+
+-- floor(log2(x)) for x >= 1 (0 for less), at most P_MAX_L.
+local function floor_log2(x)
+  local l = 0
+  while l < P_MAX_L and POW2[l + 1] <= x do l = l + 1 end
+  return l
+end
+
+-- The length, at least `len`, of a value filling its allocation (the
+-- module's filling_allocation).
+local function filling_allocation(len)
+  local block = size_class(len + string_overhead(len))
+  for _, overhead in ipairs({ 4, 6, 10 }) do
+    local usable = block - overhead
+    if string_overhead(usable) + usable <= block then
+      return usable > len and usable or len
+    end
+  end
+  return len
+end
+
+-- A new value's length for `needed` bytes: an eighth more, filling its
+-- allocation.
+local function p_sized(needed)
+  local len = needed + (needed - needed % 8) / 8
+  return filling_allocation(len > P_MIN_LEN and len or P_MIN_LEN)
+end
+
+-- The extent of block `index` in a value of `len` bytes: its 0-based start
+-- and its length.
+local function p_extent(len, index)
+  local start = P_HEADER + index * P_BLOCK
+  if start > len then start = len end
+  local stop = start + P_BLOCK
+  if stop > len then stop = len end
+  return start, stop - start
+end
+
+local function p_blocks_in(len)
+  local room = len - P_HEADER
+  if room < 0 then return 0 end
+  local rest = room % P_BLOCK
+  return (room - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
+end
+
+-- A block as a table: its bytes t[1..e] and its fields.
+local function p_block(bytes)
+  local t = { string.byte(bytes, 1, -1) }
+  local e = #t
+  local l = t[8]
+  local raw_l = l
+  if l > 63 then l = 63 end
+  return {
+    t = t, e = e,
+    first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
+      + t[6] * 1099511627776 + t[7] * 281474976710656,
+    l = l, raw_l = raw_l,
+    before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216,
+    n = t[13] + t[14] * 256,
+    top = t[15] + t[16] * 256,
+  }
+end
+
+-- Entry i's low part.
+local function p_low(b, i)
+  local l = b.l
+  if l == 0 then return 0 end
+  local t, p = b.t, i * l
+  local k = 17 + (p - p % 8) / 8
+  local shift = p % 8
+  local byte = t[k] or 0
+  local value = (byte - byte % POW2[shift]) / POW2[shift]
+  local done = 8 - shift
+  if done >= l then return value % POW2[l] end
+  while done < l do
+    k = k + 1
+    byte = t[k] or 0
+    local need = l - done
+    if need < 8 then byte = byte % POW2[need] end
+    value = value + byte * POW2[done]
+    done = done + 8
+  end
+  return value
+end
+
+-- Byte k of the high bit vector, counted from the block's end.
+local function p_high_byte(b, k)
+  if k < b.e - 16 then return b.t[b.e - k] end
+  return 0
+end
+
+local function p_high_bit(b, j)
+  local r = j % 8
+  local byte = p_high_byte(b, (j - r) / 8)
+  return (byte - byte % POW2[r]) / POW2[r] % 2 == 1
+end
+
+-- The position of entry i's high bit.
+local function p_select(b, i)
+  local t, e, seen = b.t, b.e, 0
+  for k = 0, e - 17 do
+    local byte = t[e - k]
+    local ones = POPCOUNT[byte]
+    if seen + ones > i then
+      local bit = 0
+      while true do
+        if byte % 2 == 1 then
+          if seen == i then return k * 8 + bit end
+          seen = seen + 1
+        end
+        byte = (byte - byte % 2) / 2
+        bit = bit + 1
+      end
+    end
+    seen = seen + ones
+  end
+  return nil
+end
+
+-- first + high * 2^l + low, where that is a time.
+local function p_time_from(first, l, high, low)
+  local t = first + high * POW2[l] + low
+  if t > MAX_MS then return nil end
+  return t
+end
+
+local function p_time_of(b, i)
+  local j = p_select(b, i)
+  if not j or j < i then return nil end
+  return p_time_from(b.first, b.l, j - i, p_low(b, i))
+end
+
+-- Entries at or before `at` in the block.
+local function p_count_through_block(b, at)
+  local n = b.n
+  local v = at - b.first
+  if v < 0 then return 0 end
+  local l = b.l
+  local low_limit = v % POW2[l]
+  local h = (v - low_limit) / POW2[l]
+  if h > b.top then return n end
+  local ones, zeros, j = 0, 0, 0
+  if h > 0 then
+    local k, payload = 0, b.e - 16
+    while true do
+      if k >= payload then return ones < n and ones or n end
+      local byte = p_high_byte(b, k)
+      local byte_zeros = 8 - POPCOUNT[byte]
+      if zeros + byte_zeros < h then
+        zeros, ones, k = zeros + byte_zeros, ones + 8 - byte_zeros, k + 1
+      else
+        local bit = 0
+        while zeros < h do
+          if byte % 2 == 0 then zeros = zeros + 1 else ones = ones + 1 end
+          byte = (byte - byte % 2) / 2
+          bit = bit + 1
+        end
+        j = k * 8 + bit
+        break
+      end
+    end
+  end
+  while ones < n and p_high_bit(b, j) and p_low(b, ones) <= low_limit do
+    ones, j = ones + 1, j + 1
+  end
+  return ones < n and ones or n
+end
+
+local function p_fits(b, l, h)
+  local n = b.n + 1
+  return n <= P_MAX_N and h <= P_MAX_N and used_bytes(n, l, h) <= b.e
+end
+
+-- The newest entry's time, for a block at either end of the live range;
+-- nil where it does not hold the times it says (as the module's check_ends).
+local function p_check_ends(b)
+  local n, l, top, t, e = b.n, b.l, b.top, b.t, b.e
+  if n == 0 or b.raw_l > P_MAX_L or b.first > MAX_MS then return nil end
+  local low_bits, high_bits = n * l + 7, top + n + 7
+  if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > e then return nil end
+  -- The high bits of entry 0 (bit 0) and of entry n - 1 (bit top + n - 1).
+  if t[e] % 2 == 0 then return nil end
+  local j = top + n - 1
+  local r = j % 8
+  local byte = t[e - (j - r) / 8]
+  if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then return nil end
+  if l > 0 and p_low(b, 0) ~= 0 then return nil end
+  return p_time_from(b.first, l, top, p_low(b, n - 1))
+end
+
+-- Every entry's time appended to `into`, each bit checked; false where
+-- the block is not well formed.
+local function p_times(b, into)
+  if not p_check_ends(b) then return false end
+  local n, l, top, first = b.n, b.l, b.top, b.first
+  local start, i = #into, 0
+  for j = 0, top + n - 1 do
+    if p_high_bit(b, j) then
+      local t = p_time_from(first, l, j - i, p_low(b, i))
+      if not t then return false end
+      local count = #into
+      if count > start and into[count] > t then return false end
+      into[count + 1] = t
+      i = i + 1
+    end
+  end
+  if i ~= n then return false end
+  local t, e = b.t, b.e
+  local low_bits, high_bits = n * l, top + n
+  local low_end, high_start = ceil8(low_bits), e - 16 - ceil8(high_bits)
+  for k = 17 + low_end, 16 + high_start do
+    if t[k] ~= 0 then return false end
+  end
+  if low_bits % 8 ~= 0 then
+    local byte = t[16 + low_end]
+    if byte >= POW2[low_bits % 8] then return false end
+  end
+  if high_bits % 8 ~= 0 then
+    local byte = t[17 + high_start]
+    if byte >= POW2[high_bits % 8] then return false end
+  end
+  return true
+end
+
+-- Writes the `l` low bits of `value` into t from bit `at` of the payload,
+-- whatever those bits held (as the module's write_bits).
+local function p_write_bits(t, at, l, value)
+  local done = 0
+  while done < l do
+    local bit = at + done
+    local shift = bit % 8
+    local k = 17 + (bit - shift) / 8
+    local take = 8 - shift
+    if take > l - done then take = l - done end
+    local part = value % POW2[take]
+    value = (value - part) / POW2[take]
+    local byte = t[k]
+    local held = (byte - byte % POW2[shift]) / POW2[shift] % POW2[take]
+    t[k] = byte + (part - held) * POW2[shift]
+    done = done + take
+  end
+end
+
+local function p_set_high_bit(t, e, j)
+  local r = j % 8
+  local k = e - (j - r) / 8
+  local byte = t[k]
+  if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then t[k] = byte + POW2[r] end
+end
+
+local function p_set_u16(t, at, v) t[at] = v % 256; t[at + 1] = (v - v % 256) / 256 end
+
+-- A block opened by an entry at `time` (a building block: 256 bytes, high
+-- bits at the end).
+local P_ZERO_BLOCK = {}
+for i = 1, P_BLOCK do P_ZERO_BLOCK[i] = 0 end
+local function p_open(time, l, before)
+  local t = { unpack(P_ZERO_BLOCK) }
+  local x = time
+  for i = 1, 7 do
+    local byte = x % 256
+    t[i] = byte
+    x = (x - byte) / 256
+  end
+  t[8] = l
+  x = before
+  for i = 9, 12 do
+    local byte = x % 256
+    t[i] = byte
+    x = (x - byte) / 256
+  end
+  t[13] = 1
+  t[P_BLOCK] = 1
+  return { t = t, e = P_BLOCK, first = time, l = l, raw_l = l, before = before, n = 1, top = 0 }
+end
+
+-- Adds up to `count` entries at `time` (no older than its newest) to a
+-- building block, as fit; returns how many did.
+local function p_push_run(b, time, count)
+  local n, l = b.n, b.l
+  local v = time - b.first
+  local low = v % POW2[l]
+  local h = (v - low) / POW2[l]
+  local fitting = 0
+  while fitting < count and h <= P_MAX_N and n + fitting < P_MAX_N do
+    if used_bytes(n + fitting + 1, l, h) > P_BLOCK then break end
+    fitting = fitting + 1
+  end
+  if fitting == 0 then return 0 end
+  local t = b.t
+  if low ~= 0 then
+    for i = n, n + fitting - 1 do p_write_bits(t, i * l, l, low) end
+  end
+  -- Bits h + n .. h + n + fitting - 1 of the high vector: whole bytes at
+  -- once.
+  local j, stop = h + n, h + n + fitting
+  while j < stop do
+    local r = j % 8
+    if r == 0 and stop - j >= 8 then
+      t[P_BLOCK - j / 8] = 255
+      j = j + 8
+    else
+      p_set_high_bit(t, P_BLOCK, j)
+      j = j + 1
+    end
+  end
+  b.n, b.top = n + fitting, h
+  p_set_u16(t, 13, b.n)
+  p_set_u16(t, 15, h)
+  return fitting
+end
+
+-- The block's bytes placed in an extent of `e` bytes (at least what it
+-- uses): header and low fields at the front, high bits at the end.
+local function p_place(b, e)
+  local low_end = 16 + ceil8(b.n * b.l)
+  local high_len = ceil8(b.top + b.n)
+  local t, from = b.t, b.e
+  local parts = { string.char(unpack(t, 1, low_end)), string.rep('\0', e - low_end - high_len) }
+  if high_len > 0 then parts[3] = string.char(unpack(t, from - high_len + 1, from)) end
+  return table.concat(parts)
+end
+
+local function p_l_after(b, time)
+  local d = time - b.first
+  if d < 0 then d = 0 end
+  local n = b.n > 0 and b.n or 1
+  return floor_log2((d - d % n) / n)
+end
+
+local function p_l_from_gap(first, second)
+  local d = second - first
+  if d < 1 then return 0 end
+  return floor_log2(d)
+end
+
+-- Codes runs {time, count} (ascending) into building blocks, the first of
+-- rank `before`; its l after the block `after` where there is one,
+-- otherwise from its first gap (as the module's encode).
+local function p_encode(runs, before, after)
+  local blocks = {}
+  local first_run = 1
+  while runs[first_run] and runs[first_run][2] == 0 do first_run = first_run + 1 end
+  local run = runs[first_run]
+  if not run then return blocks end
+  local first, count = run[1], run[2]
+  local l
+  if after then l = p_l_after(after, first)
+  elseif count > 1 then l = 0
+  else
+    l = 0
+    for i = first_run + 1, #runs do
+      if runs[i][2] > 0 then l = p_l_from_gap(first, runs[i][1]); break end
+    end
+  end
+  local b = p_open(first, l, before)
+  blocks[1] = b
+  local i, time = first_run, first
+  count = count - 1
+  while true do
+    while count > 0 do
+      count = count - p_push_run(b, time, count)
+      if count == 0 then break end
+      local next_before = (b.before + b.n) % TWO_32
+      b = p_open(time, p_l_after(b, time), next_before)
+      blocks[#blocks + 1] = b
+      count = count - 1
+    end
+    i = i + 1
+    run = runs[i]
+    if not run then break end
+    time, count = run[1], run[2]
+  end
+  -- A block under construction is a table of 256 numbers, some 4 KB.
+  if #blocks > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+  return blocks
+end
+
+local function p_header(head_rank, head_block, tail)
+  return struct.pack('<c4BBHI4I4I4I4', 'SWLc', 2, 8, 0, head_rank, head_block, tail, 0)
+end
+
+-- A value of `blocks` after the whole blocks `kept` (bytes), the first of
+-- them the head block; `len` bytes, or sized for them.
+local function p_laid_out(blocks, head_rank, kept, len)
+  local count = #kept / P_BLOCK + #blocks
+  local last = blocks[#blocks]
+  if not len then
+    len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top))
+  end
+  local parts = { p_header(head_rank, 0, count - 1), kept }
+  for i, b in ipairs(blocks) do
+    local _, e = p_extent(len, #kept / P_BLOCK + i - 1)
+    parts[#parts + 1] = p_place(b, e)
+  end
+  local body = table.concat(parts)
+  return body .. string.rep('\0', len - #body)
+end
+
+-- A packed log's state, as a compact log's: what was read (the value when
+-- small, block tables), the header, the ends, what the call changed.
+local Packed = {}
+local p_key, p_exists, p_value, p_len, p_tables, p_heads
+local p_head_rank, p_head_block, p_tail, p_blocks, p_oldest, p_newest
+local p_head_pending, p_damaged, p_valid
+-- The live entries; a floor every live entry is above (see trim_through).
+local p_live, p_trimmed_to
+-- The parses of values that calls left as they found them (denials,
+-- mostly), keyed by the bytes, as compact logs' layouts are: at most
+-- LAYOUTS_AT_MOST, all dropped when that is reached. The value as opened.
+local p_parses, p_parses_kept, p_opened = {}, 0, false
+-- The value's first READ_WHOLE_AT_MOST bytes as the caller read them, until
+-- a write.
+local p_start
+
+-- `n` bytes from offset `at`.
+local function p_read(at, n)
+  if p_value then return string.sub(p_value, at + 1, at + n) end
+  if p_start and at + n <= #p_start then return string.sub(p_start, at + 1, at + n) end
+  return redis.call('GETRANGE', p_key, num(at), num(at + n - 1))
+end
+
+-- Block `index` as a table, read once per call.
+local function p_block_at(index)
+  local b = p_tables[index]
+  if not b then
+    local start, e = p_extent(p_len, index)
+    b = p_block(p_read(start, e))
+    p_tables[index] = b
+  end
+  return b
+end
+
+-- Block `index`'s first time and rank (a search reads only these).
+local function p_head_of(index)
+  local b = p_tables[index]
+  if b then return b.first, b.before end
+  local h = p_heads[index]
+  if not h then
+    local start = P_HEADER + index * P_BLOCK
+    local lo, mid, hi, _, before = struct.unpack('<I4I2BBI4', p_read(start, 12))
+    h = { lo + mid * 4294967296 + hi * 281474976710656, before }
+    p_heads[index] = h
+  end
+  return h[1], h[2]
+end
+
+-- The rank of block `index`'s first entry, from the head (signed).
+local function p_rank_of(index)
+  local _, before = p_head_of(index)
+  local d = (before - p_head_rank) % TWO_32
+  if d >= TWO_31 then d = d - TWO_32 end
+  return d
+end
+
+local function p_head_offset()
+  return (p_head_rank - p_block_at(p_head_block).before) % TWO_32
+end
+
+-- Parses the header, the head block and the tail block; false for bytes
+-- that are not a packed log.
+local function p_parse()
+  p_tables, p_heads = {}, {}
+  local known = p_value and p_parses[p_value]
+  if known then
+    p_head_rank, p_head_block, p_tail, p_blocks = known[1], known[2], known[3], known[4]
+    p_newest, p_oldest, p_live = known[5], known[6], known[7]
+    return true
+  end
+  if p_len < P_MIN_LEN then return false end
+  local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
+    struct.unpack('<c4BBHI4I4I4I4', p_read(0, P_HEADER))
+  if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
+  local blocks = p_blocks_in(p_len)
+  if head_block > tail or tail >= blocks then return false end
+  p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
+  local head = p_block_at(head_block)
+  if not p_check_ends(head) then return false end
+  if p_head_offset() >= head.n then return false end
+  local last = head
+  if tail ~= head_block then
+    last = p_block_at(tail)
+    if last.first < head.first then return false end
+  end
+  local newest = p_check_ends(last)
+  if not newest then return false end
+  p_newest, p_oldest = newest, false
+  p_live = ((last.before + last.n) - head_rank) % TWO_32
+  return true
+end
+
+local function p_len_live() return p_live end
+
+-- The block holding the live entry at `rank`: a binary search of the
+-- blocks' ranks (written out: a closure per call shows).
+local function p_block_of_rank(rank)
+  local low, high = p_head_block, p_tail
+  while low < high do
+    local mid = high - (high - low - (high - low) % 2) / 2
+    if p_rank_of(mid) <= rank then low = mid else high = mid - 1 end
+  end
+  return low
+end
+
+local function p_time_at(rank)
+  if rank >= p_len_live() then return nil end
+  local index = p_block_of_rank(rank)
+  local within = rank - p_rank_of(index)
+  local t = within >= 0 and p_time_of(p_block_at(index), within)
+  return t or MAX_MS
+end
+
+local function p_count_through(at)
+  local len = p_len_live()
+  if at >= p_newest then return len end
+  if not p_oldest then p_oldest = p_time_at(0) end
+  if at < p_oldest then return 0 end
+  -- The last block whose first time is at most `at`.
+  local index, high = p_head_block, p_tail
+  while index < high do
+    local mid = high - (high - index - (high - index) % 2) / 2
+    if (p_head_of(mid)) <= at then index = mid else high = mid - 1 end
+  end
+  local through = p_rank_of(index) + p_count_through_block(p_block_at(index), at)
+  if through < 0 then return 0 end
+  if through > len then return len end
+  return through
+end
+
+-- The packed log in `key` (a string, `exists`, or nothing); `start` the
+-- value's first READ_WHOLE_AT_MOST bytes where read. Nil for a string
+-- that is not a packed log.
+local function open_packed(key, exists, start)
+  p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
+  p_tables, p_heads = {}, {}
+  p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
+  if exists then
+    if start and #start < READ_WHOLE_AT_MOST then
+      p_value, p_len, p_opened = start, #start, start
+    else
+      p_len = redis.call('STRLEN', key)
+    end
+    p_valid = p_parse()
+    if not p_valid then return nil end
+  end
+  return Packed
+end
+
+-- Whether a change may go ahead on an existing log.
+local function p_changeable()
+  return p_exists and p_valid and not p_damaged
+end
+
+local function p_write_pending_head()
+  if p_head_pending then
+    p_start = false
+    redis.call('SETRANGE', p_key, '8', p_head_pending)
+    p_head_pending = false
+  end
+end
+
+-- Writes `bytes` at `at` and forgets what was read there.
+local function p_write(at, bytes)
+  p_write_pending_head()
+  p_start = false
+  redis.call('SETRANGE', p_key, num(at), bytes)
+  if p_value then
+    p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
+  end
+end
+
+-- The whole value written anew, keeping the key's expiry, and parsed.
+local function p_store(value)
+  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
+  p_head_pending, p_start = false, false
+  redis.call('SET', p_key, value, 'KEEPTTL')
+  p_exists, p_value, p_len = true, value, #value
+  p_valid = p_parse()
+end
+
+local function p_unlink()
+  p_head_pending, p_start = false, false
+  redis.call('UNLINK', p_key)
+  p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
+  p_tables, p_heads = {}, {}
+end
+
+function Packed:len()
+  if not p_valid then return 0 end
+  return p_len_live()
+end
+
+function Packed:count_above(floor)
+  if not p_valid then return 0 end
+  local len = p_live
+  if floor < 0 or (p_trimmed_to and floor <= p_trimmed_to) then return len end
+  return len - p_count_through(floor)
+end
+
+function Packed:score_at(rank)
+  if not p_valid then return nil end
+  local len = p_len_live()
+  if rank < 0 or rank >= len then return nil end
+  if rank == len - 1 then return p_newest end
+  if rank == 0 then
+    if not p_oldest then p_oldest = p_time_at(0) end
+    return p_oldest
+  end
+  return p_time_at(rank)
+end
+
+function Packed:newest()
+  if not p_valid then return nil end
+  return p_newest
+end
+
+-- Moves the head forward by `dropped` entries: only the header changes.
+local function p_move_head(dropped)
+  if dropped == 0 then return end
+  local len = p_len_live()
+  if dropped >= len then
+    p_unlink()
+    return
+  end
+  local block = p_block_of_rank(dropped)
+  p_head_rank = (p_head_rank + dropped) % TWO_32
+  p_head_block = block
+  p_oldest, p_live = false, len - dropped
+  p_head_pending = struct.pack('<I4I4', p_head_rank, p_head_block)
+  if p_value then
+    p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
+  end
+end
+
+-- Remembers the floor: every live entry is above it until an entry at or
+-- below it is recorded, so counting above it needs no search.
+function Packed:trim_through(floor)
+  if not p_changeable() then return end
+  if floor >= 0 then p_move_head(p_count_through(floor)) end
+  p_trimmed_to = floor
+end
+
+function Packed:cap_to(max_entries)
+  if not p_changeable() then return end
+  local len = p_len_live()
+  p_move_head(len - math.min(len, max_entries))
+end
+
+-- A value of the live blocks' bytes, `len` long, the tail block placed in
+-- its extent.
+local function p_copied(len)
+  local whole = (p_tail - p_head_block) * P_BLOCK
+  local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
+  local body = p_header(p_head_rank, 0, p_tail - p_head_block) .. kept
+  local _, e = p_extent(len, p_tail - p_head_block)
+  body = body .. p_place(p_block_at(p_tail), e)
+  return body .. string.rep('\0', len - #body)
+end
+
+-- Records one entry at `at`, no older than the newest, into the tail block
+-- or a free block after it: the bytes to write at an offset, and the tail
+-- where it moves; nil where neither takes it.
+local function p_append(at)
+  local tail = p_block_at(p_tail)
+  local first, n = tail.first, tail.n
+  local l = tail.l
+  if n == 1 and p_tail == p_head_block then l = p_l_from_gap(first, at) end
+  local v = at - first
+  local low = v % POW2[l]
+  local h = (v - low) / POW2[l]
+  local start, e = p_extent(p_len, p_tail)
+  if p_fits(tail, l, h) then
+    local t = tail.t
+    local from = l == tail.l and 12 or 7
+    t[8] = l
+    tail.l, tail.raw_l = l, l
+    p_write_bits(t, n * l, l, low)
+    p_set_high_bit(t, e, h + n)
+    tail.n, tail.top = n + 1, h
+    p_set_u16(t, 13, n + 1)
+    p_set_u16(t, 15, h)
+    local to = e - (h + n - (h + n) % 8) / 8
+    return start + from, string.char(unpack(t, from + 1, to))
+  end
+  local next_index = p_tail + 1
+  if next_index >= p_blocks then return nil end
+  local opened = p_open(at, p_l_after(tail, at), (tail.before + n) % TWO_32)
+  local next_start, next_e = p_extent(p_len, next_index)
+  return next_start, p_place(opened, next_e), next_index
+end
+
+-- Codes the live entries from the block `at` goes into, with `count` more
+-- at `at`, anew (as the module's recode); false where a block read is not
+-- well formed.
+local function p_recode(at, count)
+  local len = p_len_live()
+  local through = p_count_through(at)
+  local index = through >= len and p_tail or p_block_of_rank(through)
+  local times = {}
+  if p_tail - index > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+  for i = index, p_tail do
+    if not p_times(p_block_at(i), times) then return false end
+  end
+  local from_rank = p_rank_of(index)
+  if from_rank < 0 then from_rank = 0 end
+  local skipped = index == p_head_block and p_head_offset() or 0
+  local place = through - from_rank
+  local runs = {}
+  for i = skipped + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  if place > #runs then place = #runs end
+  table.insert(runs, place + 1, { at, count })
+  for i = 2, #runs do
+    if runs[i - 1][1] > runs[i][1] then return false end
+  end
+  local before = (p_head_rank + from_rank) % TWO_32
+  local after = index > p_head_block and p_block_at(index - 1) or nil
+  local blocks = p_encode(runs, before, after)
+  local last = index + #blocks - 1
+  local lb = blocks[#blocks]
+  local _, last_e = p_extent(p_len, last)
+  if not (last < p_blocks and used_bytes(lb.n, lb.l, lb.top) <= last_e) then
+    local whole = (index - p_head_block) * P_BLOCK
+    local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
+    p_store(p_laid_out(blocks, p_head_rank, kept, nil))
+    return true
+  end
+  local parts = {}
+  for i, b in ipairs(blocks) do
+    local _, e = p_extent(p_len, index + i - 1)
+    parts[i] = p_place(b, e)
+  end
+  local first_start = p_extent(p_len, index)
+  local end_start, end_e = p_extent(p_len, last > p_tail and last or p_tail)
+  local body = table.concat(parts)
+  body = body .. string.rep('\0', end_start + end_e - first_start - #body)
+  p_write(first_start, body)
+  p_write(16, struct.pack('<I4', last))
+  p_valid = p_parse()
+  return true
+end
+
+-- A new log of one entry: one block, l 0, its high bit 0 set (the bytes
+-- p_encode and p_laid_out would make, without their tables).
+local function p_new_of_one(at)
+  local low = at % TWO_32
+  local high = (at - low) / TWO_32
+  local mid = high % 65536
+  return struct.pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
+    low, mid, (high - mid) / 65536, 0, 0, 1, 0) .. string.rep('\0', 19) .. '\1'
+end
+
+function Packed:record(at, count)
+  if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
+  if not p_exists and not p_damaged then
+    if count == 1 then
+      local value = p_new_of_one(at)
+      p_head_pending, p_start = false, false
+      redis.call('SET', p_key, value, 'KEEPTTL')
+      p_exists, p_value, p_len, p_valid = true, value, #value, true
+      p_tables, p_heads = {}, {}
+      p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
+      p_newest, p_oldest, p_live = at, at, 1
+      return
+    end
+    p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, '', nil))
+    return
+  end
+  if not p_changeable() then return end
+  if count == 1 and at >= p_newest then
+    local offset, bytes, tail = p_append(at)
+    if offset then
+      p_write(offset, bytes)
+      if tail then
+        p_write(16, struct.pack('<I4', tail))
+        p_tail, p_tables[tail] = tail, p_block(bytes)
+      end
+      p_newest, p_live = at, p_live + 1
+      return
+    end
+    local tail_start, tail_e = p_extent(p_len, p_tail)
+    local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
+    local grown = p_copied(p_sized(live + P_MIN_EXTENT))
+    -- The append tried on the grown value, before it is stored.
+    local was_value, was_len, was_tables, was_heads = p_value, p_len, p_tables, p_heads
+    local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
+    p_value, p_len = grown, #grown
+    if p_parse() then
+      offset, bytes, tail = p_append(at)
+      if offset then
+        grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
+        if tail then grown = string.sub(grown, 1, 16) .. struct.pack('<I4', tail) .. string.sub(grown, 21) end
+        p_store(grown)
+        return
+      end
+    end
+    p_value, p_len, p_tables, p_heads = was_value, was_len, was_tables, was_heads
+    p_head_rank, p_head_block, p_tail, p_blocks = was_rank, was_head, was_tail, was_blocks
+    p_valid = true
+  end
+  if not p_recode(at, count) then p_damaged = true end
+end
+
+-- The `count` newest entries go: the tail block's last fields and bits
+-- are cleared, and whole blocks emptied freed; all of them, the key.
+function Packed:drop_newest(count)
+  if not p_changeable() then return end
+  local len = p_len_live()
+  if count >= len then
+    p_unlink()
+    return
+  end
+  local keep = len - count
+  local index = p_block_of_rank(keep - 1)
+  local keep_n = keep - p_rank_of(index)
+  local b = p_block_at(index)
+  if not p_check_ends(b) or keep_n <= 0 or keep_n > b.n then
+    p_damaged = true
+    return
+  end
+  local last_kept = p_select(b, keep_n - 1)
+  if not last_kept then
+    p_damaged = true
+    return
+  end
+  local start, e = p_extent(p_len, index)
+  local tail_start, tail_e = p_extent(p_len, p_tail)
+  local tail_stop = tail_start + tail_e
+  local n, l, top, t = b.n, b.l, b.top, b.t
+  if keep_n < n then
+    for bit = keep_n * l, n * l - 1 do
+      local r = bit % 8
+      local k = 17 + (bit - r) / 8
+      local byte = t[k]
+      if (byte - byte % POW2[r]) / POW2[r] % 2 == 1 then t[k] = byte - POW2[r] end
+    end
+    for j = last_kept + 1, top + n - 1 do
+      local r = j % 8
+      local k = e - (j - r) / 8
+      local byte = t[k]
+      if (byte - byte % POW2[r]) / POW2[r] % 2 == 1 then t[k] = byte - POW2[r] end
+    end
+    p_set_u16(t, 13, keep_n)
+    p_set_u16(t, 15, last_kept - (keep_n - 1))
+  end
+  local bytes = string.char(unpack(t, 13, e)) .. string.rep('\0', tail_stop - (start + e))
+  local old_tail = p_tail
+  p_write(start + 12, bytes)
+  if index ~= old_tail then p_write(16, struct.pack('<I4', index)) end
+  p_tables, p_heads = {}, {}
+  p_valid = p_parse()
+end
+
+function Packed:finish()
+  if p_damaged then return false end
+  p_write_pending_head()
+  local opened = p_opened
+  if opened and p_value == opened and p_valid and not p_parses[opened] then
+    if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
+    p_parses[opened] = { p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live }
+    p_parses_kept = p_parses_kept + 1
+  end
+  return true
+end
+
+-- Once the dead blocks are over half the value's, the live ones copied to
+-- a value of their size.
+function Packed:reclaim()
+  if p_damaged or not p_valid or p_head_block * 2 <= p_blocks then return end
+  local tail = p_block_at(p_tail)
+  local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + used_bytes(tail.n, tail.l, tail.top)
+  p_store(p_copied(p_sized(live)))
+end
+
+-- Every entry, every block checked; nil if the value is not a packed log.
+function Packed:entries()
+  if not p_exists then return {} end
+  if not p_valid then return nil end
+  local times = {}
+  for index = p_head_block, p_tail do
+    local b = p_block_at(index)
+    if index > p_head_block then
+      local prior = p_block_at(index - 1)
+      if (prior.before + prior.n) % TWO_32 ~= b.before or (#times > 0 and times[#times] > b.first) then
+        return nil
+      end
+    end
+    if not p_times(b, times) then return nil end
+  end
+  local start, e = p_extent(p_len, p_tail)
+  local rest = p_len - (start + e)
+  if rest > 0 then
+    local free = p_read(start + e, rest)
+    if free ~= string.rep('\0', rest) then return nil end
+  end
+  local offset = p_head_offset()
+  if offset == 0 then return times end
+  local live = {}
+  for i = offset + 1, #times do live[#live + 1] = times[i] end
+  return live
+end
+
+packed_log = open_packed
+packed_release = function() p_value, p_start, p_tables, p_heads = false, false, false, false end
+end
+
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
 -- Each window's entries above its floor, in one table that every call
@@ -1271,7 +2208,16 @@ local function open_log(key, first_member, floor)
     return zset_log(key, first_member)
   end
   if kind == 'string' or kind == 'none' then
-    local log = compact_log(key, kind == 'string', start)
+    local version
+    if kind == 'string' then
+      version = string.byte(start or redis.call('GETRANGE', key, '4', '4'), start and 5 or 1)
+    end
+    local log
+    if version == 2 or (kind == 'none' and ENCODING == 'compact') then
+      log = packed_log(key, kind == 'string', start)
+    else
+      log = compact_log(key, kind == 'string', start)
+    end
     if log then return log end
   end
   return nil, redis.error_reply(ERR_WRONGTYPE)
@@ -1437,6 +2383,7 @@ local function closing(callback)
   return function(keys, args)
     local reply = callback(keys, args)
     c_whole, c_header, c_blocks, c_opened = false, false, false, false
+    packed_release()
     if c_made_large then
       c_made_large = false
       collectgarbage('collect')

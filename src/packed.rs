@@ -442,8 +442,13 @@ impl<'a> Log<'a> {
     /// The time of the live entry at `rank`, 0 the oldest. Bits that do not
     /// hold a time read as 2^53-1 (`entries` reports them as corrupt).
     pub fn time_at(&self, rank: usize) -> Option<u64> {
-        if rank >= self.len() {
+        let len = self.len();
+        if rank >= len {
             return None;
+        }
+        // The newest, as parsing read it off the tail block's top.
+        if rank == len - 1 {
+            return Some(self.newest);
         }
         let index = self.block_of_rank(rank);
         let within = rank as i64 - self.rank_of(index);
@@ -604,15 +609,18 @@ fn read_bits(bits: &[u8], at: usize, l: u32) -> u64 {
     value
 }
 
-/// ORs the `l` low bits of `value` into `bits` from bit `at`.
+/// Writes the `l` low bits of `value` into `bits` from bit `at`, whatever
+/// those bits held (free bits are zero, but another writer may have
+/// damaged them).
 fn write_bits(bits: &mut [u8], at: usize, l: u32, value: u64) {
     let (mut done, l) = (0usize, l as usize);
     while done < l {
         let bit = at + done;
         let (byte, shift) = (bit / 8, bit % 8);
         let take = (8 - shift).min(l - done);
-        let part = (value >> done) & ((1 << take) - 1);
-        bits[byte] |= (part << shift) as u8;
+        let mask = ((1u64 << take) - 1) as u8;
+        let part = ((value >> done) as u8) & mask;
+        bits[byte] = (bits[byte] & !(mask << shift)) | (part << shift);
         done += take;
     }
 }
@@ -740,15 +748,21 @@ pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> 
     let old_tail = tail;
     let len = value.len();
     // `keep`: live entries to keep; the blocks after the one holding the
-    // last of them are freed whole.
-    let (keep_block, keep_n) = {
+    // last of them are freed whole. Everything is read and checked before
+    // anything is written: a failed call leaves the value as it was.
+    let (keep_block, keep_n, n, l, top, last_kept) = {
         let log = Log::parse(value)?;
         let index = log.block_of_rank(first_changed - 1);
         let within = first_changed as i64 - log.rank_of(index);
-        (
-            index,
-            usize::try_from(within).map_err(|_| FormatError::Slots)?,
-        )
+        let keep_n = usize::try_from(within).map_err(|_| FormatError::Slots)?;
+        let view = log.block(index);
+        view.check_ends()?;
+        if keep_n == 0 || keep_n > view.n() || head_block > index {
+            return Err(FormatError::Slots);
+        }
+        let last_kept = view.select(keep_n - 1).ok_or(FormatError::Slots)?;
+        let (n, l, top) = (view.n(), view.l() as usize, view.top());
+        (index, keep_n, n, l, top, last_kept)
     };
     for index in keep_block + 1..=old_tail {
         value[extent_of(len, index)].fill(0);
@@ -756,15 +770,6 @@ pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> 
     tail = keep_block;
     let extent = extent_of(len, tail);
     let block = &mut value[extent.clone()];
-    let (n, l, top, last_kept) = {
-        let view = Block { bytes: block };
-        view.check_ends()?;
-        if keep_n == 0 || keep_n > view.n() || head_block > tail {
-            return Err(FormatError::Slots);
-        }
-        let last_kept = view.select(keep_n - 1).ok_or(FormatError::Slots)?;
-        (view.n(), view.l() as usize, view.top(), last_kept)
-    };
     if keep_n < n {
         // Clear the low fields and the high bits past the last kept entry.
         let end = block.len();

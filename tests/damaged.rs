@@ -6,8 +6,10 @@
 
 mod support;
 
-use redis::Connection;
-use support::{compact_slots, error_text, load_library, swl_command, Encoding, Rng, Server};
+use redis::{Connection, RedisError, Value};
+use support::{
+    compact_slots, decode_packed, error_text, load_library, swl_command, Encoding, Rng, Server,
+};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const T: u64 = 1_800_000_000_000;
@@ -42,11 +44,17 @@ fn get(con: &mut Connection, key: &str) -> Vec<u8> {
     redis::cmd("GET").arg(key).query(con).expect("GET")
 }
 
-/// A server with the module and the library, both creating compact logs.
-fn server() -> Server {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+/// A server with the module and the library, both creating compact logs
+/// in `encoding`'s format version.
+fn server_in(encoding: Encoding) -> Server {
+    let server = Server::with(encoding.config());
+    load_library(&server, encoding);
     server
+}
+
+/// Format version 1, whose slots the tests below damage one by one.
+fn server() -> Server {
+    server_in(Encoding::Compact1)
 }
 
 /// The slots from the head on that hold `time`, read off the bytes.
@@ -56,6 +64,31 @@ fn slots_at(bytes: &[u8], time: u64) -> usize {
         .into_iter()
         .filter(|&stored| stored != 0 && base.checked_add(stored - 1) == Some(time))
         .count()
+}
+
+/// Whether the module reads `bytes` as a log, every block checked
+/// (SWL.ENTRIES replies rather than refusing it).
+fn reads_whole(con: &mut Connection, bytes: &[u8]) -> bool {
+    let _: () = redis::cmd("SET")
+        .arg("whole?")
+        .arg(bytes)
+        .query(con)
+        .unwrap();
+    let entries: Result<Value, RedisError> = redis::cmd("SWL.ENTRIES").arg("whole?").query(con);
+    entries.is_ok()
+}
+
+/// The live entries at `time`, read off the bytes of either format
+/// version; None where damaged bytes do not decode.
+fn entries_at(bytes: &[u8], time: u64) -> Option<usize> {
+    match bytes.get(4) {
+        Some(2) => {
+            let bytes = bytes.to_vec();
+            let times = std::panic::catch_unwind(|| decode_packed(&bytes)).ok()?;
+            Some(times.iter().filter(|&&t| t == time as f64).count())
+        }
+        _ => Some(slots_at(bytes, time)),
+    }
 }
 
 /// One entry at T (based a minute before it, so stored as 60,001), then
@@ -157,7 +190,14 @@ fn a_time_before_the_base_of_a_damaged_log_is_refused() {
 /// more entries at `now` than before.
 #[test]
 fn after_any_admitted_reply_the_cost_was_recorded() {
-    let server = server();
+    for encoding in [Encoding::Compact1, Encoding::Compact] {
+        eprintln!("-- encoding {}", encoding.name());
+        admitted_replies_recorded(encoding);
+    }
+}
+
+fn admitted_replies_recorded(encoding: Encoding) {
+    let server = server_in(encoding);
     let mut con = server.connect();
     let mut rng = Rng(0xda4a_9edb_17e5_0001);
     let mut seen = [0usize; 3];
@@ -235,12 +275,23 @@ fn after_any_admitted_reply_the_cost_was_recorded() {
                 }
                 Ok(reply) if reply[0] == 1 && !refund => {
                     let after: Vec<u8> = get(&mut con, key);
-                    assert_eq!(
-                        slots_at(&after, now),
-                        slots_at(&before, now) + cost as usize,
-                        "{context}: admitted without recording"
-                    );
-                    seen[1] += 1;
+                    // Format version 2 writes an entry into its block
+                    // without reading the whole block: where another
+                    // writer damaged that block, SWL.ENTRIES refuses the
+                    // log before and after, and the entry is counted by
+                    // the block's own count only. Wherever the log reads
+                    // whole, before and after, the cost was recorded.
+                    let whole = |con: &mut Connection, bytes: &[u8]| {
+                        encoding == Encoding::Compact1 || reads_whole(con, bytes)
+                    };
+                    if whole(&mut con, &before) && whole(&mut con, &after) {
+                        assert_eq!(
+                            entries_at(&after, now),
+                            entries_at(&before, now).map(|n| n + cost as usize),
+                            "{context}: admitted without recording"
+                        );
+                        seen[1] += 1;
+                    }
                 }
                 Ok(_) => seen[2] += 1,
             }
@@ -254,4 +305,57 @@ fn after_any_admitted_reply_the_cost_was_recorded() {
         seen.iter().all(|&n| n > 30),
         "refused, admitted, other: {seen:?}"
     );
+}
+
+/// A packed log (format version 2) whose second block another writer
+/// damaged: calls that read only the head and the tail block go on; a time
+/// that falls in the damaged block codes the blocks from it anew, which
+/// reads it: refused, the value as it was, in the module and the library.
+#[test]
+fn a_damaged_block_is_refused_once_a_call_codes_it_anew() {
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
+    for via in VIAS {
+        let _: () = redis::cmd("DEL").arg("p").query(&mut con).unwrap();
+        for i in 0..600u64 {
+            let now = (T + i * 1000).to_string();
+            call(&mut con, via, "check", "p", &strings(&[HOUR, "1000", &now])).unwrap();
+        }
+        let value = get(&mut con, "p");
+        assert_eq!(value[4], 2);
+        assert!(value[16] >= 2, "three blocks or more");
+        // The second block's entry count, zero.
+        let _: i64 = redis::cmd("SETRANGE")
+            .arg("p")
+            .arg(24 + 256 + 12)
+            .arg(&[0u8, 0][..])
+            .query(&mut con)
+            .unwrap();
+        let now = T + 600_000;
+        let before = entries_at(&get(&mut con, "p"), now);
+        let admitted = call(
+            &mut con,
+            via,
+            "check",
+            "p",
+            &strings(&[HOUR, "1000", &now.to_string()]),
+        );
+        assert_eq!(admitted.map(|r| r[0]), Ok(1), "{via:?}");
+        assert_eq!(entries_at(&get(&mut con, "p"), now), before.map(|n| n + 1));
+        let damaged = get(&mut con, "p");
+        // A client 500 s behind: its time falls in the second block.
+        let behind = (T + 250_500).to_string();
+        for penalize in [false, true] {
+            let mut args = strings(&[HOUR, "1000", &behind]);
+            if penalize {
+                args.push("PENALIZE".to_string());
+            }
+            assert_eq!(
+                call(&mut con, via, "check", "p", &args),
+                Err(WRONGTYPE.to_string()),
+                "{via:?} {args:?}"
+            );
+            assert_eq!(get(&mut con, "p"), damaged, "{via:?}: untouched");
+        }
+    }
 }

@@ -1,7 +1,7 @@
-//! The two encodings are one contract: the same calls on a sorted-set log
-//! and a compact log give the same replies, entries and expiry; the
-//! `swl.encoding` setting decides only how new logs are stored; and
-//! SWL.ENTRIES shows either.
+//! The encodings are one contract: the same calls on a sorted-set log and
+//! a compact log of either format version give the same replies, entries
+//! and expiry; the `swl.encoding` setting decides only how new logs are
+//! stored; and SWL.ENTRIES shows any of them.
 
 mod support;
 
@@ -235,6 +235,7 @@ fn new_logs_are_compact_unless_set_to_sorted_sets() {
             .query(&mut con)
             .unwrap();
         assert_eq!(log_type(&mut con, key), "string", "module {module}");
+        assert_eq!(format_version(&mut con, key), 2, "module {module}");
     }
     set_encoding(&mut con, Encoding::Zset);
     let _: () = redis::cmd("FUNCTION")
@@ -249,5 +250,77 @@ fn new_logs_are_compact_unless_set_to_sorted_sets() {
             .query(&mut con)
             .unwrap();
         assert_eq!(log_type(&mut con, key), "zset", "module {module}");
+    }
+}
+
+/// A compact log's format version: its fifth byte.
+fn format_version(con: &mut Connection, key: &str) -> u8 {
+    let value: Vec<u8> = redis::cmd("GETRANGE")
+        .arg(key)
+        .arg(4)
+        .arg(4)
+        .query(con)
+        .unwrap();
+    value[0]
+}
+
+/// A log 0.3 wrote (format version 1), a packed log (version 2) and a
+/// sorted set serve side by side, through the module and the library,
+/// whichever wrote them: each keeps its format as it grows and is trimmed,
+/// and all three reply as one another.
+#[test]
+fn logs_of_either_format_version_serve_side_by_side() {
+    let server = Server::with(Encoding::Compact1.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let t = 1_700_000_000_000u64;
+    // Written as 0.3 writes them, by the module set to compact1; then the
+    // setting says compact, as after an upgrade.
+    support::check(&mut con, "v1", &["60000", "50", &t.to_string()]);
+    assert_eq!(format_version(&mut con, "v1"), 1);
+    set_encoding(&mut con, Encoding::Zset);
+    support::check(&mut con, "zset", &["60000", "50", &t.to_string()]);
+    set_encoding(&mut con, Encoding::Compact);
+    support::check(&mut con, "v2", &["60000", "50", &t.to_string()]);
+    assert_eq!(format_version(&mut con, "v2"), 2);
+    let mut rng = Rng(0x51de_b151_de00_0001);
+    let mut now = t;
+    for step in 0..1500 {
+        now += rng.below(300);
+        let time = if rng.below(8) == 0 {
+            now - rng.below(3000)
+        } else {
+            now
+        };
+        let mut args = vec!["60000".to_string(), "50".into(), time.to_string()];
+        if rng.below(6) == 0 {
+            args.extend(["WINDOW".into(), "5000".into(), "10".into()]);
+        }
+        let library = rng.below(2) == 0;
+        let command = if rng.below(10) == 0 {
+            "refund"
+        } else {
+            "check"
+        };
+        let replies: Vec<Vec<i64>> = ["zset", "v1", "v2"]
+            .iter()
+            .map(|key| {
+                swl_command(library, command, key)
+                    .arg(&args)
+                    .query(&mut con)
+                    .unwrap_or_else(|e| panic!("step {step} {key}: {e}"))
+            })
+            .collect();
+        let context = format!("step {step}: {command} {args:?} library {library}");
+        assert_eq!(replies[1], replies[0], "{context}: version 1");
+        assert_eq!(replies[2], replies[0], "{context}: version 2");
+        let zset = entries(&mut con, "zset");
+        assert_eq!(entries(&mut con, "v1"), zset, "{context}");
+        assert_eq!(entries(&mut con, "v2"), zset, "{context}");
+        for (key, version) in [("v1", 1), ("v2", 2)] {
+            if log_type(&mut con, key) == "string" {
+                assert_eq!(format_version(&mut con, key), version, "{context}: {key}");
+            }
+        }
     }
 }

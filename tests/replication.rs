@@ -331,3 +331,78 @@ fn checks_inside_transactions_and_scripts_replicate_exactly() {
         assert_eq!(state(&mut replica.connect()), expected);
     });
 }
+
+/// Compact logs of either format version large enough to take many blocks
+/// (version 2) or to grow and drop dead slots (version 1): thousands of
+/// checks, with costs, clients seconds behind, refunds and trims past
+/// half, through the module and through the library. Replicas with and
+/// without the module end with the master's bytes and expiries.
+#[test]
+fn large_compact_logs_reach_replicas_byte_for_byte() {
+    for encoding in [Encoding::Compact1, Encoding::Compact] {
+        for library in [false, true] {
+            eprintln!("-- {} through the library: {library}", encoding.name());
+            replicate_large_logs(encoding, library);
+        }
+    }
+}
+
+fn replicate_large_logs(encoding: Encoding, library: bool) {
+    let master = if library {
+        let master = Server::with(Config::without_module());
+        load_library(&master, encoding);
+        master
+    } else {
+        Server::with(encoding.config())
+    };
+    let with_module = start_replica(&master, Config::default());
+    let without_module = start_replica(&master, Config::without_module());
+    let mut con = master.connect();
+    let mut rng = support::Rng(0x5eed_b10c_0000_0002);
+    let mut now = 1_800_000_000_000u64;
+    let mut admitted = 0;
+    for i in 0..4000u64 {
+        let key = format!("large:{}", i % 3);
+        now += rng.below(40);
+        let time = match rng.below(10) {
+            // A client some seconds behind.
+            0 => now - rng.below(5000),
+            // One minutes behind: the blocks from its time on are coded anew.
+            1 if rng.below(10) == 0 => now - rng.below(300_000),
+            _ => now,
+        }
+        .to_string();
+        let cost = if rng.below(20) == 0 {
+            1 + rng.below(500)
+        } else {
+            1
+        };
+        // An hour's window, and now and then a short one that trims most
+        // of the log (past half: the dead blocks or slots are dropped).
+        let window = if rng.below(200) == 0 {
+            "20000"
+        } else {
+            "3600000"
+        };
+        let args = [window, "5000", &time, "COST", &cost.to_string()];
+        if rng.below(15) == 0 {
+            call_through(&mut con, library, "refund", &key, &args);
+        } else {
+            admitted += call_through(&mut con, library, "check", &key, &args)[0];
+        }
+    }
+    assert!(admitted > 2000, "{admitted} admitted");
+    wait_for_replicas(&mut con, 2);
+    let expected = state(&mut con);
+    assert_eq!(expected.len(), 3);
+    for (key, log, _) in &expected {
+        let Contents::Bytes(bytes) = log else {
+            panic!("{key:?} is not a compact log");
+        };
+        let version = if encoding == Encoding::Compact { 2 } else { 1 };
+        assert_eq!(bytes[4], version, "{key:?}");
+        assert!(bytes.len() > 1000, "{key:?}: {} bytes", bytes.len());
+    }
+    assert_eq!(state(&mut with_module.connect()), expected);
+    assert_eq!(state(&mut without_module.connect()), expected);
+}
