@@ -12,19 +12,26 @@
 #               the cost of trimming a 100,000-entry backlog in one call
 #   windows     the flagship multi-window check (an hour / 100,000 plus a
 #               minute / 5,000) against the function library on the same
-#               log, in both encodings, and the most expensive single calls
+#               log, in every encoding, and the most expensive single calls
 #               of the module and the library: the most windows a call
 #               may have (100) on a 100,000-entry log, the largest cost,
 #               entries out of order
-#   compact     the compact encoding against its targets, and the function
-#               library on compact logs beside the module
+#   compact     the compact encoding against its targets, compact format
+#               version 2 (swl.encoding compact) beside version 1
+#               (compact1), and the function library on compact logs
+#               beside the module
+#   formats     bytes per request by arrival pattern and the two-window
+#               check by the size of the log, in a sorted set and both
+#               compact format versions
 #   library     the function library against the usual script on the
 #               one-window workloads: time per call, commands per call,
 #               and the Lua time around them; and the same commands with
 #               no more Lua than the script's, which is the floor
-#   refund      SWL.REFUND's server time beside SWL.CHECK's, in both
-#               encodings, and through the function library
+#   refund      SWL.REFUND's server time beside SWL.CHECK's, in every
+#               encoding, and through the function library
+# Where the library cannot read a log (WRONGTYPE), its figure is "failed".
 # Usage: scripts/bench.sh [requests per throughput run]
+#        BENCH_ONLY=worst|rewrites|speed|library|formats scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
