@@ -1428,11 +1428,18 @@ local function p_push_run(b, time, count)
   local v = time - b.first
   local low = v % POW2[l]
   local h = (v - low) / POW2[l]
-  local fitting = 0
-  while fitting < count and h <= P_MAX_N and n + fitting < P_MAX_N do
-    if used_bytes(n + fitting + 1, l, h) > P_BLOCK then break end
-    fitting = fitting + 1
-  end
+  -- The most that fit (as the module's push_run counts them one by one):
+  -- about what the free bits hold at l + 1 bits an entry, then a step or
+  -- two to the exact figure.
+  if h > P_MAX_N then return 0 end
+  local most = count
+  if most > P_MAX_N - n then most = P_MAX_N - n end
+  local fitting = (8 * (P_BLOCK - 18) - n * l - (h + n)) / (l + 1)
+  fitting = fitting - fitting % 1
+  if fitting < 0 then fitting = 0 end
+  if fitting > most then fitting = most end
+  while fitting < most and used_bytes(n + fitting + 1, l, h) <= P_BLOCK do fitting = fitting + 1 end
+  while fitting > 0 and used_bytes(n + fitting, l, h) > P_BLOCK do fitting = fitting - 1 end
   if fitting == 0 then return 0 end
   local t = b.t
   if low ~= 0 then
@@ -1813,7 +1820,7 @@ end
 -- Records one entry at `at`, no older than the newest, into the tail block
 -- or a free block after it: the bytes to write at an offset, and the tail
 -- where it moves; nil where neither takes it.
-local function p_append(at)
+local function p_append(at, count)
   local tail = p_block_at(p_tail)
   local first, n, l = tail.first, tail.n, tail.l
   if n == 1 and p_tail == p_head_block then l = p_l_from_gap(first, at) end
@@ -1822,28 +1829,29 @@ local function p_append(at)
   local low = v % scale
   local h = (v - low) / scale
   local start, e = p_extent(p_len, p_tail)
-  -- Whether it fits: n + 1 low fields and the high bits up to h + n, in
-  -- whole bytes each (as the module's fits).
-  local low_bits, high_bits = (n + 1) * l + 7, h + n + 8
-  if n < P_MAX_N and h <= P_MAX_N
+  -- Whether they fit: n + count low fields and the high bits up to
+  -- h + n + count - 1, in whole bytes each (as the module's append).
+  local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
+  if n + count <= P_MAX_N and h <= P_MAX_N
       and 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 <= e then
     local t = tail.t
     local from = l == tail.l and 12 or 7
     t[8] = l
     tail.l, tail.raw_l = l, l
     local field = n * l
-    p_write_bits(t, field, l, low)
+    for i = n, n + count - 1 do
+      p_write_bits(t, i * l, l, low)
+      p_set_high_bit(t, e, h + i)
+    end
     local j = h + n
-    local r = j % 8
-    local at_byte = e - (j - r) / 8
-    local byte = t[at_byte]
-    if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then t[at_byte] = byte + POW2[r] end
-    tail.n, tail.top = n + 1, h
-    t[13], t[14] = (n + 1) % 256, (n + 1 - (n + 1) % 256) / 256
+    local at_byte = e - (j - j % 8) / 8
+    tail.n, tail.top = n + count, h
+    t[13], t[14] = (n + count) % 256, (n + count - (n + count) % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
-    -- The changed bytes, from the counters to the high bit: the low field
-    -- and the high byte written, the bytes between as they were.
-    if at_byte - from <= 48 then
+    -- The changed bytes, from the counters to the high bit: for one entry
+    -- its low field and its high byte written, the bytes between as they
+    -- were.
+    if count > 1 or at_byte - from <= 48 then
       return start + from, string.char(unpack(t, from + 1, at_byte))
     end
     local field_from = 17 + (field - field % 8) / 8
@@ -1855,30 +1863,34 @@ local function p_append(at)
       string.char(t[at_byte]) })
   end
   local next_index = p_tail + 1
-  if next_index >= p_blocks then return nil end
+  if count > 1 or next_index >= p_blocks then return nil end
   local opened = p_open(at, p_l_after(tail, at), (tail.before + n) % TWO_32)
   local next_start, next_e = p_extent(p_len, next_index)
   return next_start, p_place(opened, next_e), next_index
 end
 
--- Codes the live entries from the block `at` goes into, with `count` more
--- at `at`, anew (as the module's recode); false where a block read is not
--- well formed.
-local function p_recode(at, count)
+-- The 4 bytes of a block's rank, `count` more.
+local function p_bumped(block, count)
+  local before = struct.unpack('<I4', block, 9)
+  return string.sub(block, 1, 8) .. struct.pack('<I4', (before + count) % TWO_32) .. string.sub(block, 13)
+end
+
+-- Codes the block `at` goes into anew, with `count` more entries at `at`,
+-- into the blocks they take; the blocks after it move up by the blocks
+-- added, as bytes, each counting `count` more entries before it (as the
+-- module's insert). False where the block is not well formed.
+local function p_insert(at, count)
   local len = p_len_live()
   local through = p_count_through(at)
   local index = through >= len and p_tail or p_block_of_rank(through)
   local times = {}
-  if p_tail - index > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
-  for i = index, p_tail do
-    if not p_times(p_block_at(i), times) then return false end
-  end
+  if not p_times(p_block_at(index), times) then return false end
   local from_rank = p_rank_of(index)
   if from_rank < 0 then from_rank = 0 end
   local skipped = index == p_head_block and p_head_offset() or 0
-  local place = through - from_rank
   local runs = {}
   for i = skipped + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  local place = through - from_rank
   if place > #runs then place = #runs end
   table.insert(runs, place + 1, { at, count })
   for i = 2, #runs do
@@ -1887,13 +1899,41 @@ local function p_recode(at, count)
   local before = (p_head_rank + from_rank) % TWO_32
   local after = index > p_head_block and p_block_at(index - 1) or nil
   local blocks = p_encode(runs, before, after)
-  local last = index + #blocks - 1
-  local lb = blocks[#blocks]
-  local _, last_e = p_extent(p_len, last)
-  if not (last < p_blocks and used_bytes(lb.n, lb.l, lb.top) <= last_e) then
-    local whole = (index - p_head_block) * P_BLOCK
-    local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
-    p_store(p_laid_out(blocks, p_head_rank, kept, nil))
+  local added = #blocks - 1
+  local tail = p_tail
+  local new_tail = tail + added
+  local tail_block = tail > index and p_block_at(tail) or nil
+  local last = tail_block or blocks[#blocks]
+  local last_used = used_bytes(last.n, last.l, last.top)
+  -- The blocks after it, but the tail block, as bytes, ranks bumped.
+  local middle = {}
+  if tail > index + 1 then
+    local whole = p_read(P_HEADER + (index + 1) * P_BLOCK, (tail - index - 1) * P_BLOCK)
+    -- Each block moved makes three strings of its size.
+    if tail - index > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+    for i = 0, tail - index - 2 do
+      middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
+    end
+  end
+  local _, new_tail_e = p_extent(p_len, new_tail)
+  if new_tail >= p_blocks or last_used > new_tail_e then
+    -- A new value: the blocks before, the new ones, the ones after.
+    local kept_blocks = index - p_head_block
+    local kept = kept_blocks > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, kept_blocks * P_BLOCK) or ''
+    local count_blocks = kept_blocks + #blocks + (tail - index)
+    local new_len = p_sized(P_HEADER + (count_blocks - 1) * P_BLOCK + last_used)
+    local parts = { p_header(p_head_rank, 0, count_blocks - 1), kept }
+    for i, b in ipairs(blocks) do
+      local _, e = p_extent(new_len, kept_blocks + i - 1)
+      parts[#parts + 1] = p_place(b, e)
+    end
+    if tail_block then
+      parts[#parts + 1] = table.concat(middle)
+      local _, e = p_extent(new_len, count_blocks - 1)
+      parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
+    end
+    local body = table.concat(parts)
+    p_store(body .. string.rep('\0', new_len - #body))
     return true
   end
   local parts = {}
@@ -1901,12 +1941,16 @@ local function p_recode(at, count)
     local _, e = p_extent(p_len, index + i - 1)
     parts[i] = p_place(b, e)
   end
+  if tail_block then
+    parts[#parts + 1] = table.concat(middle)
+    parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
+  end
   local first_start = p_extent(p_len, index)
-  local end_start, end_e = p_extent(p_len, last > p_tail and last or p_tail)
+  local end_start, end_e = p_extent(p_len, new_tail > tail and new_tail or tail)
   local body = table.concat(parts)
   body = body .. string.rep('\0', end_start + end_e - first_start - #body)
   p_write(first_start, body)
-  p_write(16, struct.pack('<I4', last))
+  if added > 0 then p_write(16, struct.pack('<I4', new_tail)) end
   p_valid = p_parse()
   return true
 end
@@ -1938,8 +1982,8 @@ function Packed:record(at, count)
     return
   end
   if not p_changeable() then return end
-  if count == 1 and at >= p_newest then
-    local offset, bytes, tail = p_append(at)
+  if at >= p_newest then
+    local offset, bytes, tail = p_append(at, count)
     if offset then
       p_write_pending_head()
       redis.call('SETRANGE', p_key, num(offset), bytes)
@@ -1951,9 +1995,11 @@ function Packed:record(at, count)
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
       end
-      p_newest, p_live = at, p_live + 1
+      p_newest, p_live = at, p_live + count
       return
     end
+  end
+  if count == 1 and at >= p_newest then
     local tail_start, tail_e = p_extent(p_len, p_tail)
     local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
     local grown = p_copied(p_sized(live + P_MIN_EXTENT))
@@ -1962,7 +2008,7 @@ function Packed:record(at, count)
     local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
     p_value, p_len = grown, #grown
     if p_parse() then
-      offset, bytes, tail = p_append(at)
+      local offset, bytes, tail = p_append(at, 1)
       if offset then
         grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
         if tail then grown = string.sub(grown, 1, 16) .. struct.pack('<I4', tail) .. string.sub(grown, 21) end
@@ -1974,7 +2020,7 @@ function Packed:record(at, count)
     p_head_rank, p_head_block, p_tail, p_blocks = was_rank, was_head, was_tail, was_blocks
     p_valid = true
   end
-  if not p_recode(at, count) then p_damaged = true end
+  if not p_insert(at, count) then p_damaged = true end
 end
 
 -- The `count` newest entries go: the tail block's last fields and bits

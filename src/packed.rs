@@ -217,12 +217,6 @@ impl<'a> Block<'a> {
         ones.min(n)
     }
 
-    /// Whether one more entry with high part `h` fits, `l` as given.
-    fn fits(&self, l: u32, h: usize) -> bool {
-        let n = self.n() + 1;
-        n <= MAX_N && h <= MAX_N && used_bytes(n, l, h) <= self.bytes.len()
-    }
-
     /// The checks an entry of a log relies on for a block at either end of
     /// its live range (the head block and the tail block), O(1) but the
     /// select of its last entry.
@@ -446,9 +440,14 @@ impl<'a> Log<'a> {
         if rank >= len {
             return None;
         }
-        // The newest, as parsing read it off the tail block's top.
+        // The newest, as parsing read it off the tail block's top; the
+        // oldest, where the head is its block's first entry, that block's
+        // first time (which parsing checked entry 0 holds).
         if rank == len - 1 {
             return Some(self.newest);
+        }
+        if rank == 0 && self.head_offset() == 0 {
+            return Some(self.block(self.head_block).first());
         }
         let index = self.block_of_rank(rank);
         let within = rank as i64 - self.rank_of(index);
@@ -791,12 +790,13 @@ pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> 
     Ok(Change::Ranges(vec![TAIL_AT, changed]))
 }
 
-/// Adds `count` entries at `time` (`value` None: a new log). One entry no
-/// older than the newest goes into the tail block, or opens the block
-/// after it: O(1) bytes. Where the value has no room, its live blocks are
-/// copied into a larger one (amortised O(1): an eighth more). Anything
-/// else (an older entry, or several) codes the blocks anew from the one it
-/// goes into: for a client some seconds behind, the newest one or two.
+/// Adds `count` entries at `time` (`value` None: a new log). Entries no
+/// older than the newest go into the tail block where it has room, one
+/// entry into the block after it: O(count) bits. Where the value has no
+/// room for one, its live blocks are copied into a larger one (amortised
+/// O(1): an eighth more). Anything else (an older entry, or several that
+/// overflow the tail block) codes the block it goes into anew, bounded,
+/// and moves the blocks after it up as bytes.
 pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
     let count = usize::try_from(count).unwrap_or(usize::MAX);
     if count == 0 {
@@ -806,27 +806,29 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         return Ok(Change::Replace(new_log(time, count)));
     };
     let newest = Log::parse(value)?.newest;
-    if count == 1 && time >= newest {
-        if let Some(change) = append(value, time) {
+    if time >= newest {
+        if let Some(change) = append(value, time, count) {
             return Ok(change);
         }
-        let grown = {
-            let log = Log::parse(value)?;
-            let tail_extent = extent_of(value.len(), log.tail).len();
-            let live = HEADER_LEN + (log.tail - log.head_block) * BLOCK + tail_extent;
-            log.copied(sized(live + MIN_EXTENT))
-        };
-        let mut grown = grown;
-        if append(&mut grown, time).is_some() {
-            return Ok(Change::Replace(grown));
+        if count == 1 {
+            let grown = {
+                let log = Log::parse(value)?;
+                let tail_extent = extent_of(value.len(), log.tail).len();
+                let live = HEADER_LEN + (log.tail - log.head_block) * BLOCK + tail_extent;
+                log.copied(sized(live + MIN_EXTENT))
+            };
+            let mut grown = grown;
+            if append(&mut grown, time, 1).is_some() {
+                return Ok(Change::Replace(grown));
+            }
         }
     }
-    recode(value, time, count)
+    insert(value, time, count)
 }
 
-/// Records one entry no older than the newest in place, where the tail
-/// block or a free block after it takes it.
-fn append(value: &mut [u8], time: u64) -> Option<Change> {
+/// Records `count` entries no older than the newest in place, where the
+/// tail block takes them all, or (one entry) a free block after it.
+fn append(value: &mut [u8], time: u64, count: usize) -> Option<Change> {
     let len = value.len();
     let (index, first, n, old_l, l, fits, opened, blocks) = {
         let log = Log::parse(value).ok()?;
@@ -837,7 +839,9 @@ fn append(value: &mut [u8], time: u64) -> Option<Change> {
         } else {
             tail.l()
         };
-        let fits = tail.fits(l, ((time - first) >> l) as usize);
+        let h = ((time - first) >> l) as usize;
+        let fits =
+            n + count <= MAX_N && h <= MAX_N && used_bytes(n + count, l, h) <= tail.bytes.len();
         let next_l = l_after(tail, time);
         let opened = Building::open(time, next_l, tail.before().wrapping_add(n as u32));
         (log.tail, first, n, tail.l(), l, fits, opened, log.blocks)
@@ -848,21 +852,23 @@ fn append(value: &mut [u8], time: u64) -> Option<Change> {
         let extent = extent_of(len, index);
         let block = &mut value[extent.clone()];
         block[L_AT] = l as u8;
-        write_bits(
-            &mut block[BLOCK_HEADER..],
-            n * l as usize,
-            l,
-            v & low_mask(l),
-        );
-        set_high_bit(block, h + n);
-        block[N_AT].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        for i in n..n + count {
+            write_bits(
+                &mut block[BLOCK_HEADER..],
+                i * l as usize,
+                l,
+                v & low_mask(l),
+            );
+            set_high_bit(block, h + i);
+        }
+        block[N_AT].copy_from_slice(&((n + count) as u16).to_le_bytes());
         block[TOP_AT].copy_from_slice(&(h as u16).to_le_bytes());
         let from = extent.start + if l == old_l { N_AT.start } else { L_AT };
         let to = extent.end - (h + n) / 8;
         return Some(Change::InPlace(from..to));
     }
     let next = index + 1;
-    if next >= blocks {
+    if count > 1 || next >= blocks {
         return None;
     }
     let extent = extent_of(len, next);
@@ -871,11 +877,15 @@ fn append(value: &mut [u8], time: u64) -> Option<Change> {
     Some(Change::Ranges(vec![TAIL_AT, extent]))
 }
 
-/// Codes the live entries from the block `time` goes into, with `count`
-/// more at `time`, anew into the blocks from there: in place where they
-/// fit, otherwise into a new value (the blocks before copied as bytes).
-fn recode(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatError> {
-    let (index, before, times, after, kept, head_rank, tail) = {
+/// Codes the block `time` goes into anew, with `count` more entries at
+/// `time`, into the blocks they take (its entries and the new ones only:
+/// bounded but for a large count); the blocks after it move up by the
+/// blocks added, as bytes, each counting `count` more entries before it.
+/// In place where the value has room, otherwise into a new value (the
+/// blocks before copied as bytes).
+fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatError> {
+    let len = value.len();
+    let (index, blocks, head_rank, head_block, tail) = {
         let log = Log::parse(value)?;
         let through = log.count_through(time);
         let index = if through >= log.len() {
@@ -883,19 +893,14 @@ fn recode(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         } else {
             log.block_of_rank(through)
         };
-        // From the block on: its entries (live ones only, in the head
-        // block) with the new ones among them.
+        // The block's entries (live ones only, in the head block) with the
+        // new ones among them.
         let mut times = Vec::new();
-        for i in index..=log.tail {
-            log.block(i).times(&mut times)?;
-        }
+        log.block(index).times(&mut times)?;
         let from_rank = log.rank_of(index).max(0);
-        let skipped = if index == log.head_block {
-            log.head_offset()
-        } else {
-            0
-        };
-        times.drain(..skipped);
+        if index == log.head_block {
+            times.drain(..log.head_offset().min(times.len()));
+        }
         let at = usize::try_from(through as i64 - from_rank).map_err(|_| FormatError::Slots)?;
         let at = at.min(times.len());
         let mut runs: Vec<(u64, usize)> = times.iter().map(|&t| (t, 1)).collect();
@@ -904,43 +909,70 @@ fn recode(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
             return Err(FormatError::Slots);
         }
         let before = log.head_rank.wrapping_add(from_rank as u32);
-        let after = (index > log.head_block).then(|| log.block(index - 1).bytes.to_vec());
-        let start = extent_of(value.len(), log.head_block).start;
-        let kept = value[start..start + (index - log.head_block) * BLOCK].to_vec();
-        (index, before, runs, after, kept, log.head_rank, log.tail)
+        let after = (index > log.head_block).then(|| log.block(index - 1));
+        let blocks = encode(&runs, before, after);
+        (index, blocks, log.head_rank, log.head_block, log.tail)
     };
-    let blocks = encode(
-        &times,
-        before,
-        after.as_deref().map(|bytes| Block { bytes }),
-    );
-    let len = value.len();
-    let last = index + blocks.len() - 1;
-    let fits_in_place = last < blocks_in(len)
-        && blocks
-            .last()
-            .is_some_and(|b| b.view().used() <= extent_of(len, last).len());
-    if !fits_in_place {
-        let head_rank_now = head_rank;
-        return Ok(Change::Replace(laid_out(
-            &blocks,
-            head_rank_now,
-            &kept,
-            None,
-        )));
+    let added = blocks.len() - 1;
+    let new_tail = tail + added;
+    let tail_block = value[extent_of(len, tail)].to_vec();
+    let last_used = if tail > index {
+        Block { bytes: &tail_block }.used()
+    } else {
+        blocks.last().map_or(0, |b| b.view().used())
+    };
+    let bumped = |block: &mut [u8]| {
+        let before = read_u32(&block[BEFORE_AT]).wrapping_add(count as u32);
+        block[BEFORE_AT].copy_from_slice(&before.to_le_bytes());
+    };
+    if new_tail >= blocks_in(len) || last_used > extent_of(len, new_tail).len() {
+        // A new value: the blocks before, the new ones, the ones after.
+        let kept_from = extent_of(len, head_block).start;
+        let kept = &value[kept_from..kept_from + (index - head_block) * BLOCK];
+        let whole_after = (tail.saturating_sub(index + 1)) * BLOCK;
+        let count_blocks = (index - head_block) + blocks.len() + (tail - index);
+        let needed = HEADER_LEN + (count_blocks - 1) * BLOCK + last_used;
+        let new_len = sized(needed);
+        let mut grown = vec![0u8; new_len];
+        write_header(&mut grown, head_rank, 0, count_blocks - 1);
+        grown[HEADER_LEN..HEADER_LEN + kept.len()].copy_from_slice(kept);
+        let first_new = index - head_block;
+        for (i, block) in blocks.iter().enumerate() {
+            block.place(&mut grown[extent_of(new_len, first_new + i)]);
+        }
+        if tail > index {
+            let from = extent_of(len, index + 1).start;
+            let to = extent_of(new_len, first_new + blocks.len()).start;
+            grown[to..to + whole_after].copy_from_slice(&value[from..from + whole_after]);
+            place(
+                &tail_block,
+                &mut grown[extent_of(new_len, count_blocks - 1)],
+            );
+            for i in first_new + blocks.len()..count_blocks {
+                bumped(&mut grown[extent_of(new_len, i)]);
+            }
+        }
+        return Ok(Change::Replace(grown));
+    }
+    if tail > index {
+        // Up by `added` blocks, the tail block placed in its new extent.
+        let from = extent_of(len, index + 1).start;
+        let whole_after = (tail - index - 1) * BLOCK;
+        value.copy_within(from..from + whole_after, from + added * BLOCK);
+        place(&tail_block, &mut value[extent_of(len, new_tail)]);
+        for i in index + 1 + added..=new_tail {
+            bumped(&mut value[extent_of(len, i)]);
+        }
     }
     for (i, block) in blocks.iter().enumerate() {
         block.place(&mut value[extent_of(len, index + i)]);
     }
-    for i in last + 1..=tail {
-        value[extent_of(len, i)].fill(0);
+    let changed = extent_of(len, index).start..extent_of(len, new_tail.max(tail)).end;
+    if added == 0 {
+        return Ok(Change::InPlace(changed));
     }
-    value[TAIL_AT].copy_from_slice(&(last as u32).to_le_bytes());
-    let end = extent_of(len, last.max(tail)).end;
-    Ok(Change::Ranges(vec![
-        TAIL_AT,
-        extent_of(len, index).start..end,
-    ]))
+    value[TAIL_AT].copy_from_slice(&(new_tail as u32).to_le_bytes());
+    Ok(Change::Ranges(vec![TAIL_AT, changed]))
 }
 
 /// The length of the new log `record` writes for `count` entries on no
