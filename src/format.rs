@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::compact::{self, Change, FormatError, Layout};
+use crate::compact::{self, Change, FormatError};
 use crate::packed;
 
 /// A compact format version.
@@ -31,6 +31,13 @@ pub fn version_of(value: &[u8]) -> Option<Version> {
     }
 }
 
+/// Where a parsed log of either version lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Slots(compact::Layout),
+    Packed(packed::Layout),
+}
+
 /// A validated compact log of either version, read in place.
 #[derive(Debug, Clone, Copy)]
 pub enum Log<'a> {
@@ -46,17 +53,20 @@ impl<'a> Log<'a> {
         }
     }
 
-    /// Version 1's layout, to read the same unchanged bytes again without
-    /// parsing them (version 2 parses in O(1)).
-    pub fn layout(&self) -> Option<Layout> {
+    /// Where the log's parts lie, to read the same unchanged bytes again
+    /// without parsing them.
+    pub fn layout(&self) -> Layout {
         match self {
-            Log::Slots(log) => Some(log.layout()),
-            Log::Packed(_) => None,
+            Log::Slots(log) => Layout::Slots(log.layout()),
+            Log::Packed(log) => Layout::Packed(log.layout()),
         }
     }
 
     pub fn with_layout(value: &'a [u8], layout: Layout) -> Self {
-        Log::Slots(compact::Log::with_layout(value, layout))
+        match layout {
+            Layout::Slots(layout) => Log::Slots(compact::Log::with_layout(value, layout)),
+            Layout::Packed(layout) => Log::Packed(packed::Log::with_layout(value, layout)),
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -17,9 +17,9 @@ use redis_module::raw;
 
 use super::key::OpenKey;
 use super::StoredLog;
-use crate::compact::{Change, FormatError, Layout};
+use crate::compact::{Change, FormatError};
 use crate::error::SwlError;
-use crate::format::{self, Log, Version};
+use crate::format::{self, Layout, Log, Version};
 use crate::window::{LogWriter, ScoreLog};
 
 /// Values up to this size are propagated whole, in one SET with the
@@ -124,7 +124,7 @@ impl CompactKey {
             return Some(Log::with_layout(bytes, layout));
         }
         let log = Log::parse(bytes).ok()?;
-        self.layout.set(log.layout());
+        self.layout.set(Some(log.layout()));
         Some(log)
     }
 
@@ -210,6 +210,13 @@ impl CompactKey {
             return;
         }
         let count = usize::try_from(count).unwrap_or(usize::MAX);
+        if self.new_version == Version::Packed {
+            // A packed log is a sixteenth of its entries' count in bytes:
+            // made once, as a vector, and stored.
+            let version = self.new_version;
+            self.change(|value| format::record(value, version, at, count as u64));
+            return;
+        }
         let len = format::new_log_len(self.new_version, at, count);
         // SAFETY: a live handle opened for writing, on an empty key, which
         // StringTruncate creates as a string of `len` zero bytes.

@@ -229,12 +229,14 @@ class Stall {
   }
 }
 
-// What a key holds: 'zset', 'compact' (a compact log), or its TYPE.
+// What a key holds: 'zset', 'compact' (a compact log of format version 2),
+// 'compact1' (format version 1), or its TYPE.
 async function logKind(client, key) {
   const kind = await client.sendCommand(['TYPE', key]);
   if (kind === 'string') {
     const head = await client.sendCommand(['GETRANGE', key, '0', '4'], { typeMapping: { 36: Buffer } });
-    if (Buffer.isBuffer(head) && head.equals(Buffer.from('SWLc\x01', 'latin1'))) return 'compact';
+    if (Buffer.isBuffer(head) && head.equals(Buffer.from('SWLc\x02', 'latin1'))) return 'compact';
+    if (Buffer.isBuffer(head) && head.equals(Buffer.from('SWLc\x01', 'latin1'))) return 'compact1';
   }
   return kind;
 }

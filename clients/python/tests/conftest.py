@@ -75,10 +75,15 @@ def start_cluster(start_server):
 
 
 def log_kind(client: redis.Redis, key: str) -> str:
-    """What a key holds: "zset", "compact" (a compact log), or its TYPE."""
+    """What a key holds: "zset", "compact" (a compact log of format version
+    2), "compact1" (format version 1), or its TYPE."""
     kind = client.type(key).decode()
-    if kind == "string" and client.getrange(key, 0, 4) == b"SWLc\x01":
-        return "compact"
+    if kind == "string":
+        head = client.getrange(key, 0, 4)
+        if head == b"SWLc\x02":
+            return "compact"
+        if head == b"SWLc\x01":
+            return "compact1"
     return kind
 
 

@@ -294,7 +294,8 @@ pub fn entries(server: &Server, module: bool, key: &str) -> Vec<i64> {
         .expect("entries")
 }
 
-/// What a key holds: "zset", "compact" (a compact log), or its TYPE.
+/// What a key holds: "zset", "compact" (a compact log of format version
+/// 2), "compact1" (format version 1), or its TYPE.
 pub fn log_kind(server: &Server, key: &str) -> String {
     let mut con = server.connect();
     let kind: String = redis::cmd("TYPE").arg(key).query(&mut con).expect("TYPE");
@@ -304,8 +305,10 @@ pub fn log_kind(server: &Server, key: &str) -> String {
         .arg(4)
         .query(&mut con)
         .unwrap_or_default();
-    if kind == "string" && head == b"SWLc\x01" {
+    if kind == "string" && head == b"SWLc\x02" {
         "compact".to_string()
+    } else if kind == "string" && head == b"SWLc\x01" {
+        "compact1".to_string()
     } else {
         kind
     }
