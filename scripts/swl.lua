@@ -1191,14 +1191,14 @@ local function p_blocks_in(len)
 end
 
 -- A block as a table: its bytes t[1..e] and its fields.
-local function p_block(bytes)
-  local t = { string.byte(bytes, 1, -1) }
+local function p_block(bytes, from, to)
+  local t = { string.byte(bytes, from or 1, to or -1) }
   local e = #t
   local l = t[8]
   local raw_l = l
   if l > 63 then l = 63 end
   return {
-    t = t, e = e, s = bytes,
+    t = t, e = e, s = not from and bytes,
     first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
       + t[6] * 1099511627776 + t[7] * 281474976710656,
     l = l, raw_l = raw_l,
@@ -1579,7 +1579,12 @@ local function p_block_at(index)
   local b = p_tables[index]
   if not b then
     local start, e = p_extent(p_len, index)
-    b = p_block(p_read(start, e))
+    -- Read off the value at hand without a copy of the block.
+    if p_value then
+      b = p_block(p_value, start + 1, start + e)
+    else
+      b = p_block(p_read(start, e))
+    end
     p_tables[index] = b
   end
   return b
@@ -1623,14 +1628,14 @@ local function p_parse()
   end
   if p_len < P_MIN_LEN then return false end
   local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
-    struct.unpack('<c4BBHI4I4I4I4', p_read(0, P_HEADER))
+    struct.unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
   local blocks = p_blocks_in(p_len)
   if head_block > tail or tail >= blocks then return false end
   p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
   local head = p_block_at(head_block)
   if not p_check_ends(head) then return false end
-  if p_head_offset() >= head.n then return false end
+  if (head_rank - head.before) % TWO_32 >= head.n then return false end
   local last = head
   if tail ~= head_block then
     last = p_block_at(tail)
@@ -1856,7 +1861,7 @@ local function p_append(at, count)
     end
     local field_from = 17 + (field - field % 8) / 8
     local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
-    local was = tail.s
+    local was = tail.s or p_read(start, e)
     return start + from, table.concat({
       string.char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
       string.char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
