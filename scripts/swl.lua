@@ -1566,11 +1566,18 @@ local p_parses, p_parses_kept, p_opened = {}, 0, false
 -- The value's first READ_WHOLE_AT_MOST bytes as the caller read them, until
 -- a write.
 local p_start
+-- The last blocks before the tail block, read at once for a search (see
+-- p_block_through), until a write: their bytes and their offset.
+local P_REGION_BLOCKS = 32
+local p_region, p_region_from = false, 0
 
 -- `n` bytes from offset `at`.
 local function p_read(at, n)
   if p_value then return string.sub(p_value, at + 1, at + n) end
   if p_start and at + n <= #p_start then return string.sub(p_start, at + 1, at + n) end
+  if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
+    return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
+  end
   return redis.call('GETRANGE', p_key, num(at), num(at + n - 1))
 end
 
@@ -1679,17 +1686,33 @@ local function p_oldest_time()
   return p_oldest
 end
 
+-- The last block whose first time is at most `at` (as the module's
+-- block_through): the head block, the tail block, or a binary search of
+-- the blocks between, the last P_REGION_BLOCKS of them read at once.
+local function p_block_through(at)
+  local head, tail = p_head_block, p_tail
+  if head == tail or (p_head_of(head + 1)) > at then return head end
+  if (p_head_of(tail)) <= at then return tail end
+  if not p_value and not p_region and tail - head > 2 then
+    local from_block = tail - P_REGION_BLOCKS
+    if from_block < head + 1 then from_block = head + 1 end
+    p_region_from = P_HEADER + from_block * P_BLOCK
+    p_region = redis.call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+  end
+  local low, high = head + 1, tail - 1
+  while low < high do
+    local mid = high - (high - low - (high - low) % 2) / 2
+    if (p_head_of(mid)) <= at then low = mid else high = mid - 1 end
+  end
+  return low
+end
+
 local function p_count_through(at)
   local len = p_len_live()
   if at >= p_newest then return len end
   if not p_oldest then p_oldest_time() end
   if at < p_oldest then return 0 end
-  -- The last block whose first time is at most `at`.
-  local index, high = p_head_block, p_tail
-  while index < high do
-    local mid = high - (high - index - (high - index) % 2) / 2
-    if (p_head_of(mid)) <= at then index = mid else high = mid - 1 end
-  end
+  local index = p_block_through(at)
   local through = p_rank_of(index) + p_count_through_block(p_block_at(index), at)
   if through < 0 then return 0 end
   if through > len then return len end
@@ -1701,6 +1724,7 @@ end
 -- that is not a packed log.
 local function open_packed(key, exists, start)
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
+  p_region = false
   p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
   if exists then
     if start and #start < READ_WHOLE_AT_MOST then
@@ -1730,7 +1754,7 @@ end
 -- Writes `bytes` at `at` and forgets what was read there.
 local function p_write(at, bytes)
   p_write_pending_head()
-  p_start = false
+  p_start, p_region = false, false
   redis.call('SETRANGE', p_key, num(at), bytes)
   if p_value then
     p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
@@ -1740,14 +1764,14 @@ end
 -- The whole value written anew, keeping the key's expiry, and parsed.
 local function p_store(value)
   if #value > COLLECT_AFTER_BYTES then c_made_large = true end
-  p_head_pending, p_start = false, false
+  p_head_pending, p_start, p_region = false, false, false
   redis.call('SET', p_key, value, 'KEEPTTL')
   p_exists, p_value, p_len = true, value, #value
   p_valid = p_parse()
 end
 
 local function p_unlink()
-  p_head_pending, p_start = false, false
+  p_head_pending, p_start, p_region = false, false, false
   redis.call('UNLINK', p_key)
   p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
   p_tables, p_heads = {}, {}
@@ -1995,7 +2019,7 @@ function Packed:record(at, count)
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched (the tail block's table is kept
       -- as written): a read asks the server again.
-      p_value, p_start, p_heads = false, false, {}
+      p_value, p_start, p_heads, p_region = false, false, {}, false
       if tail then
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
@@ -2128,7 +2152,9 @@ function Packed:entries()
 end
 
 packed_log = open_packed
-packed_release = function() p_value, p_start, p_tables, p_heads = false, false, false, false end
+packed_release = function()
+  p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
+end
 end
 
 --[[ The decision, the same for both encodings: src/window.rs in Lua. ]]

@@ -517,13 +517,26 @@ impl<'a> Log<'a> {
         if self.time_at(0).is_none_or(|oldest| time < oldest) {
             return 0;
         }
-        let later = self.tail - self.head_block;
-        let index = self.head_block
-            + partition_point(later, |i| {
-                self.block(self.head_block + 1 + i).first() <= time
-            });
+        let index = self.block_through(time);
         let through = self.rank_of(index) + self.block(index).count_through(time) as i64;
         through.clamp(0, len as i64) as usize
+    }
+
+    /// The last block whose first time is at most `time`: the head block
+    /// where the block after it starts later (a trim's floor, mostly), the
+    /// tail block where it starts no later (the newest window), otherwise
+    /// a binary search of the blocks between (the function library reads
+    /// the last of them at once).
+    fn block_through(&self, time: u64) -> usize {
+        let (head, tail) = (self.head_block, self.tail);
+        if head == tail || self.block(head + 1).first() > time {
+            return head;
+        }
+        if self.block(tail).first() <= time {
+            return tail;
+        }
+        let between = tail - head - 1;
+        head + 1 + partition_point(between, |i| self.block(head + 2 + i).first() <= time)
     }
 
     /// Live entries later than `floor`.
