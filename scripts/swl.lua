@@ -1131,12 +1131,12 @@ local P_MAX_L, P_MAX_N = 52, 65535
 -- when it ends (see closing).
 local P_COLLECT_AFTER_BLOCKS = 8
 local TWO_31 = 2147483648
-local POW2, POPCOUNT = {}, {}
+local POW2, POPCOUNT, ZEROS = {}, {}, {}
 for i = 0, 64 do POW2[i] = 2 ^ i end
 for b = 0, 255 do
   local c, x = 0, b
   while x > 0 do c = c + x % 2; x = (x - x % 2) / 2 end
-  POPCOUNT[b] = c
+  POPCOUNT[b], ZEROS[b] = c, 8 - c
 end
 
 local function ceil8(x) return (x + 7 - (x + 7) % 8) / 8 end
@@ -1288,23 +1288,29 @@ local function p_count_through_block(b, at)
   if h > b.top then return n end
   local ones, zeros, j = 0, 0, 0
   if h > 0 then
-    local k, payload = 0, b.e - 16
-    while true do
-      if k >= payload then return ones < n and ones or n end
-      local byte = p_high_byte(b, k)
-      local byte_zeros = 8 - POPCOUNT[byte]
+    -- The high bits a byte at a time from the block's end, counting zeros
+    -- (the fewest operations a byte: this is a count's inner loop).
+    local t, e, found = b.t, b.e, false
+    for x = e, 17, -1 do
+      local byte = t[x]
+      local byte_zeros = ZEROS[byte]
       if zeros + byte_zeros < h then
-        zeros, ones, k = zeros + byte_zeros, ones + 8 - byte_zeros, k + 1
+        zeros = zeros + byte_zeros
       else
+        ones = (e - x) * 8 - zeros
         local bit = 0
         while zeros < h do
           if byte % 2 == 0 then zeros = zeros + 1 else ones = ones + 1 end
           byte = (byte - byte % 2) / 2
           bit = bit + 1
         end
-        j = k * 8 + bit
+        j, found = (e - x) * 8 + bit, true
         break
       end
+    end
+    if not found then
+      ones = (e - 16) * 8 - zeros
+      return ones < n and ones or n
     end
   end
   while ones < n and p_high_bit(b, j) and p_low(b, ones) <= low_limit do
