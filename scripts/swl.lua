@@ -1127,6 +1127,9 @@ do
 
 local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
 local P_MAX_L, P_MAX_N = 52, 65535
+-- The blocks after the one a time goes into that are coded anew with it
+-- rather than moved (the module's RECODED_AFTER_AT_MOST).
+local P_RECODED_AFTER_AT_MOST = 2
 -- Block tables a call may make or read before its garbage is collected
 -- when it ends (see closing).
 local P_COLLECT_AFTER_BLOCKS = 8
@@ -1918,8 +1921,13 @@ local function p_insert(at, count)
   local len = p_len_live()
   local through = p_count_through(at)
   local index = through >= len and p_tail or p_block_of_rank(through)
+  -- With the blocks after it where they are the last few (a client
+  -- seconds behind): they are filled again rather than split.
+  local last = p_tail - index <= P_RECODED_AFTER_AT_MOST and p_tail or index
   local times = {}
-  if not p_times(p_block_at(index), times) then return false end
+  for i = index, last do
+    if not p_times(p_block_at(i), times) then return false end
+  end
   local from_rank = p_rank_of(index)
   if from_rank < 0 then from_rank = 0 end
   local skipped = index == p_head_block and p_head_offset() or 0
@@ -1934,6 +1942,32 @@ local function p_insert(at, count)
   local before = (p_head_rank + from_rank) % TWO_32
   local after = index > p_head_block and p_block_at(index - 1) or nil
   local blocks = p_encode(runs, before, after)
+  if last == p_tail then
+    -- The blocks from `index` to the tail coded anew, in their place where
+    -- the value has room (as the module's recode_to_tail).
+    local new_last = index + #blocks - 1
+    local lb = blocks[#blocks]
+    local _, last_e = p_extent(p_len, new_last)
+    if not (new_last < p_blocks and used_bytes(lb.n, lb.l, lb.top) <= last_e) then
+      local whole = (index - p_head_block) * P_BLOCK
+      local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
+      p_store(p_laid_out(blocks, p_head_rank, kept, nil))
+      return true
+    end
+    local parts = {}
+    for i, b in ipairs(blocks) do
+      local _, e = p_extent(p_len, index + i - 1)
+      parts[i] = p_place(b, e)
+    end
+    local first_start = p_extent(p_len, index)
+    local end_start, end_e = p_extent(p_len, new_last > p_tail and new_last or p_tail)
+    local body = table.concat(parts)
+    body = body .. string.rep('\0', end_start + end_e - first_start - #body)
+    p_write(first_start, body)
+    if new_last ~= p_tail then p_write(16, struct.pack('<I4', new_last)) end
+    p_valid = p_parse()
+    return true
+  end
   local added = #blocks - 1
   local tail = p_tail
   local new_tail = tail + added

@@ -956,9 +956,18 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
             log.block_of_rank(through)
         };
         // The block's entries (live ones only, in the head block) with the
-        // new ones among them.
+        // new ones among them; and those of the blocks after it where
+        // they are the last few (a client seconds behind), so that the
+        // blocks are filled again rather than split.
+        let last = if log.tail - index <= RECODED_AFTER_AT_MOST {
+            log.tail
+        } else {
+            index
+        };
         let mut times = Vec::new();
-        log.block(index).times(&mut times)?;
+        for i in index..=last {
+            log.block(i).times(&mut times)?;
+        }
         let from_rank = log.rank_of(index).max(0);
         if index == log.head_block {
             times.drain(..log.head_offset().min(times.len()));
@@ -975,6 +984,9 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         let blocks = encode(&runs, before, after);
         (index, blocks, log.head_rank, log.head_block, log.tail)
     };
+    if tail - index <= RECODED_AFTER_AT_MOST {
+        return recode_to_tail(value, index, &blocks, head_rank, head_block, tail);
+    }
     let added = blocks.len() - 1;
     let new_tail = tail + added;
     let tail_block = value[extent_of(len, tail)].to_vec();
@@ -1034,6 +1046,46 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         return Ok(Change::InPlace(changed));
     }
     value[TAIL_AT].copy_from_slice(&(new_tail as u32).to_le_bytes());
+    Ok(Change::Ranges(vec![TAIL_AT, changed]))
+}
+
+/// The blocks after the one a time goes into that are coded anew with it
+/// rather than moved (see `insert`).
+const RECODED_AFTER_AT_MOST: usize = 2;
+
+/// Puts `blocks`, the blocks from `index` to the tail coded anew, in place
+/// of those, where the value has room; otherwise into a new value, the
+/// blocks before copied as bytes.
+fn recode_to_tail(
+    value: &mut [u8],
+    index: usize,
+    blocks: &[Building],
+    head_rank: u32,
+    head_block: usize,
+    tail: usize,
+) -> Result<Change, FormatError> {
+    let len = value.len();
+    let last = index + blocks.len() - 1;
+    let fits = last < blocks_in(len)
+        && blocks
+            .last()
+            .is_some_and(|b| b.view().used() <= extent_of(len, last).len());
+    if !fits {
+        let start = extent_of(len, head_block).start;
+        let kept = &value[start..start + (index - head_block) * BLOCK];
+        return Ok(Change::Replace(laid_out(blocks, head_rank, kept, None)));
+    }
+    for (i, block) in blocks.iter().enumerate() {
+        block.place(&mut value[extent_of(len, index + i)]);
+    }
+    for i in last + 1..=tail {
+        value[extent_of(len, i)].fill(0);
+    }
+    let changed = extent_of(len, index).start..extent_of(len, last.max(tail)).end;
+    if last == tail {
+        return Ok(Change::InPlace(changed));
+    }
+    value[TAIL_AT].copy_from_slice(&(last as u32).to_le_bytes());
     Ok(Change::Ranges(vec![TAIL_AT, changed]))
 }
 
