@@ -1872,7 +1872,7 @@ local function p_append(at, count)
   local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
   if n + count <= P_MAX_N and h <= P_MAX_N
       and 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 <= e then
-    local t = tail.t
+    local t, was = tail.t, tail.s
     local from = l == tail.l and 12 or 7
     t[8] = l
     tail.l, tail.raw_l = l, l
@@ -1883,7 +1883,7 @@ local function p_append(at, count)
     end
     local j = h + n
     local at_byte = e - (j - j % 8) / 8
-    tail.n, tail.top = n + count, h
+    tail.n, tail.top, tail.s = n + count, h, false
     t[13], t[14] = (n + count) % 256, (n + count - (n + count) % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
     -- The changed bytes, from the counters to the high bit: for one entry
@@ -1894,7 +1894,7 @@ local function p_append(at, count)
     end
     local field_from = 17 + (field - field % 8) / 8
     local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
-    local was = tail.s or p_read(start, e)
+    was = was or p_read(start, e)
     return start + from, table.concat({
       string.char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
       string.char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
@@ -2026,25 +2026,34 @@ end
 
 -- A new log of one entry: one block, l 0, its high bit 0 set (the bytes
 -- p_encode and p_laid_out would make, without their tables).
-local function p_new_of_one(at)
+-- A new log of `count` entries at `at` that one block holds (at most
+-- 1,920): l 0, high bits 0 to count - 1 set (the bytes p_encode and
+-- p_laid_out would make, without their tables).
+local function p_new_of(at, count)
   local low = at % TWO_32
   local high = (at - low) / TWO_32
   local mid = high % 65536
+  local high_len = (count + 7 - (count + 7) % 8) / 8
+  local len = p_sized(P_HEADER + 16 + high_len)
+  local rest = count % 8
+  local high_bits = string.rep('\255', (count - rest) / 8)
+  if rest > 0 then high_bits = string.char(POW2[rest] - 1) .. high_bits end
   return struct.pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
-    low, mid, (high - mid) / 65536, 0, 0, 1, 0) .. string.rep('\0', 19) .. '\1'
+    low, mid, (high - mid) / 65536, 0, 0, count, 0)
+    .. string.rep('\0', len - P_HEADER - 16 - high_len) .. high_bits
 end
 
 function Packed:record(at, count)
   if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
   if not p_exists and not p_damaged then
-    if count == 1 then
-      local value = p_new_of_one(at)
+    if count <= 8 * (P_BLOCK - 16) then
+      local value = p_new_of(at, count)
       p_head_pending, p_start = false, false
       redis.call('SET', p_key, value, 'KEEPTTL')
       p_exists, p_value, p_len, p_valid = true, value, #value, true
       p_tables, p_heads = {}, {}
       p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
-      p_newest, p_oldest, p_live = at, at, 1
+      p_newest, p_oldest, p_live = at, at, count
       return
     end
     p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, '', nil))
@@ -2138,8 +2147,14 @@ function Packed:drop_newest(count)
   local old_tail = p_tail
   p_write(start + 12, bytes)
   if index ~= old_tail then p_write(16, struct.pack('<I4', index)) end
-  p_tables, p_heads = {}, {}
-  p_valid = p_parse()
+  -- What parsing would find again: this block is the tail, its last
+  -- entry the newest (its table kept as written).
+  for i = index + 1, old_tail do p_tables[i] = nil end
+  p_heads = {}
+  b.n, b.top, b.s = keep_n, last_kept - (keep_n - 1), false
+  p_tail, p_live = index, keep
+  p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
+  if p_oldest and keep == 0 then p_oldest = false end
 end
 
 function Packed:finish()
