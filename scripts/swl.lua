@@ -1349,20 +1349,26 @@ end
 local function p_times(b, into)
   if not p_check_ends(b) then return false end
   local n, l, top, first = b.n, b.l, b.top, b.first
-  local start, i = #into, 0
-  for j = 0, top + n - 1 do
-    if p_high_bit(b, j) then
-      local t = p_time_from(first, l, j - i, p_low(b, i))
-      if not t then return false end
-      local count = #into
-      if count > start and into[count] > t then return false end
-      into[count + 1] = t
-      i = i + 1
+  local t, e = b.t, b.e
+  local count, i, scale, previous = #into, 0, POW2[l], false
+  local high_bits = top + n
+  -- The set bits among the first top + n of the high vector, a byte at a
+  -- time from the block's end (bits past them are checked below).
+  for k = 0, (high_bits + 7 - (high_bits + 7) % 8) / 8 - 1 do
+    local byte = t[e - k]
+    local j = k * 8
+    while byte > 0 and j < high_bits do
+      if byte % 2 == 1 then
+        local time = first + (j - i) * scale + (l > 0 and p_low(b, i) or 0)
+        if time > MAX_MS or (previous and previous > time) then return false end
+        count, previous, i = count + 1, time, i + 1
+        into[count] = time
+      end
+      byte, j = (byte - byte % 2) / 2, j + 1
     end
   end
   if i ~= n then return false end
-  local t, e = b.t, b.e
-  local low_bits, high_bits = n * l, top + n
+  local low_bits = n * l
   local low_end, high_start = ceil8(low_bits), e - 16 - ceil8(high_bits)
   for k = 17 + low_end, 16 + high_start do
     if t[k] ~= 0 then return false end
@@ -1428,6 +1434,28 @@ local function p_open(time, l, before)
   t[13] = 1
   t[P_BLOCK] = 1
   return { t = t, e = P_BLOCK, first = time, l = l, raw_l = l, before = before, n = 1, top = 0 }
+end
+
+-- Adds one entry at `time` (no older than its newest) to a building block
+-- if it fits (p_push_run for one, with fewer operations: coding a block
+-- anew pushes its entries one at a time); returns 1 if it did.
+local function p_push_one(b, time)
+  local n, l = b.n, b.l
+  local v = time - b.first
+  local scale = POW2[l]
+  local low = v % scale
+  local h = (v - low) / scale
+  if h > P_MAX_N or n >= P_MAX_N then return 0 end
+  local low_bits, high_bits = (n + 1) * l + 7, h + n + 8
+  if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > P_BLOCK then return 0 end
+  local t = b.t
+  if low ~= 0 then p_write_bits(t, n * l, l, low) end
+  p_set_high_bit(t, P_BLOCK, h + n)
+  n = n + 1
+  b.n, b.top = n, h
+  t[13], t[14] = n % 256, (n - n % 256) / 256
+  t[15], t[16] = h % 256, (h - h % 256) / 256
+  return 1
 end
 
 -- Adds up to `count` entries at `time` (no older than its newest) to a
@@ -1522,7 +1550,8 @@ local function p_encode(runs, before, after)
   count = count - 1
   while true do
     while count > 0 do
-      count = count - p_push_run(b, time, count)
+      if count == 1 then count = count - p_push_one(b, time)
+      else count = count - p_push_run(b, time, count) end
       if count == 0 then break end
       local next_before = (b.before + b.n) % TWO_32
       b = p_open(time, p_l_after(b, time), next_before)
