@@ -2097,8 +2097,9 @@ function Packed:record(at, count)
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched (the tail block's table is kept
       -- as written): a read asks the server again.
-      p_value, p_start, p_heads, p_region = false, false, {}, false
+      p_value, p_start, p_region = false, false, false
       if tail then
+        p_heads = {}
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
       end
