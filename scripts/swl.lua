@@ -1936,6 +1936,28 @@ local function p_append(at, count)
   return next_start, p_place(opened, next_e), next_index
 end
 
+-- `blocks` placed in a value of `len` bytes from block `first` on, each in
+-- its extent, appended to `parts`.
+local function p_placed(blocks, len, first, parts)
+  for i, b in ipairs(blocks) do
+    local _, e = p_extent(len, first + i - 1)
+    parts[#parts + 1] = p_place(b, e)
+  end
+  return parts
+end
+
+-- Writes `parts`, placed blocks from block `first` on, in place, zero to
+-- the end of block `through`, and the tail block number `tail` where it
+-- moves; then parses the value again.
+local function p_write_blocks(parts, first, through, tail)
+  local first_start = p_extent(p_len, first)
+  local end_start, end_e = p_extent(p_len, through)
+  local body = table.concat(parts)
+  p_write(first_start, body .. string.rep('\0', end_start + end_e - first_start - #body))
+  if tail ~= p_tail then p_write(16, struct.pack('<I4', tail)) end
+  p_valid = p_parse()
+end
+
 -- The 4 bytes of a block's rank, `count` more.
 local function p_bumped(block, count)
   local before = struct.unpack('<I4', block, 9)
@@ -1983,18 +2005,8 @@ local function p_insert(at, count)
       p_store(p_laid_out(blocks, p_head_rank, kept, nil))
       return true
     end
-    local parts = {}
-    for i, b in ipairs(blocks) do
-      local _, e = p_extent(p_len, index + i - 1)
-      parts[i] = p_place(b, e)
-    end
-    local first_start = p_extent(p_len, index)
-    local end_start, end_e = p_extent(p_len, new_last > p_tail and new_last or p_tail)
-    local body = table.concat(parts)
-    body = body .. string.rep('\0', end_start + end_e - first_start - #body)
-    p_write(first_start, body)
-    if new_last ~= p_tail then p_write(16, struct.pack('<I4', new_last)) end
-    p_valid = p_parse()
+    local parts = p_placed(blocks, p_len, index, {})
+    p_write_blocks(parts, index, new_last > p_tail and new_last or p_tail, new_last)
     return true
   end
   local added = #blocks - 1
@@ -2020,11 +2032,7 @@ local function p_insert(at, count)
     local kept = kept_blocks > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, kept_blocks * P_BLOCK) or ''
     local count_blocks = kept_blocks + #blocks + (tail - index)
     local new_len = p_sized(P_HEADER + (count_blocks - 1) * P_BLOCK + last_used)
-    local parts = { p_header(p_head_rank, 0, count_blocks - 1), kept }
-    for i, b in ipairs(blocks) do
-      local _, e = p_extent(new_len, kept_blocks + i - 1)
-      parts[#parts + 1] = p_place(b, e)
-    end
+    local parts = p_placed(blocks, new_len, kept_blocks, { p_header(p_head_rank, 0, count_blocks - 1), kept })
     if tail_block then
       parts[#parts + 1] = table.concat(middle)
       local _, e = p_extent(new_len, count_blocks - 1)
@@ -2034,22 +2042,12 @@ local function p_insert(at, count)
     p_store(body .. string.rep('\0', new_len - #body))
     return true
   end
-  local parts = {}
-  for i, b in ipairs(blocks) do
-    local _, e = p_extent(p_len, index + i - 1)
-    parts[i] = p_place(b, e)
-  end
+  local parts = p_placed(blocks, p_len, index, {})
   if tail_block then
     parts[#parts + 1] = table.concat(middle)
     parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
   end
-  local first_start = p_extent(p_len, index)
-  local end_start, end_e = p_extent(p_len, new_tail > tail and new_tail or tail)
-  local body = table.concat(parts)
-  body = body .. string.rep('\0', end_start + end_e - first_start - #body)
-  p_write(first_start, body)
-  if added > 0 then p_write(16, struct.pack('<I4', new_tail)) end
-  p_valid = p_parse()
+  p_write_blocks(parts, index, new_tail, new_tail)
   return true
 end
 

@@ -97,7 +97,10 @@ fn replicas_hold_exactly_the_masters_entries_and_expiry() {
     });
 }
 
-fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
+/// A master creating logs in `encoding`, through the module or (`library`)
+/// the function library on a server without it, and its two replicas,
+/// with the module and without it.
+fn master_and_replicas(encoding: Encoding, library: bool) -> [Server; 3] {
     let master = if library {
         let master = Server::with(Config::without_module());
         load_library(&master, encoding);
@@ -107,6 +110,11 @@ fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
     };
     let with_module = start_replica(&master, Config::default());
     let without_module = start_replica(&master, Config::without_module());
+    [master, with_module, without_module]
+}
+
+fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
+    let [master, with_module, without_module] = master_and_replicas(encoding, library);
     let mut con = master.connect();
     let check = |con: &mut Connection, key: &str, args: &[&str]| {
         call_through(con, library, "check", key, args)
@@ -348,15 +356,7 @@ fn large_compact_logs_reach_replicas_byte_for_byte() {
 }
 
 fn replicate_large_logs(encoding: Encoding, library: bool) {
-    let master = if library {
-        let master = Server::with(Config::without_module());
-        load_library(&master, encoding);
-        master
-    } else {
-        Server::with(encoding.config())
-    };
-    let with_module = start_replica(&master, Config::default());
-    let without_module = start_replica(&master, Config::without_module());
+    let [master, with_module, without_module] = master_and_replicas(encoding, library);
     let mut con = master.connect();
     let mut rng = support::Rng(0x5eed_b10c_0000_0002);
     let mut now = 1_800_000_000_000u64;
