@@ -2105,7 +2105,7 @@ function Packed:record(at, count)
       return
     end
   end
-  if count == 1 and at >= p_newest then
+  if at >= p_newest then
     local tail_start, tail_e = p_extent(p_len, p_tail)
     local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
     local grown = p_copied(p_sized(live + P_MIN_EXTENT))
@@ -2114,7 +2114,7 @@ function Packed:record(at, count)
     local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
     p_value, p_len = grown, #grown
     if p_parse() then
-      local offset, bytes, tail = p_append(at, 1)
+      local offset, bytes, tail = p_append(at, count)
       if offset then
         grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
         if tail then grown = string.sub(grown, 1, 16) .. struct.pack('<I4', tail) .. string.sub(grown, 21) end

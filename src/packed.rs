@@ -855,7 +855,7 @@ pub fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> 
 /// Adds `count` entries at `time` (`value` None: a new log). Entries no
 /// older than the newest go into the tail block where it has room, one
 /// entry into the block after it: O(count) bits. Where the value has no
-/// room for one, its live blocks are copied into a larger one (amortised
+/// room for them, its live blocks are copied into a larger one (amortised
 /// O(1): an eighth more). Anything else (an older entry, or several that
 /// overflow the tail block) codes the block it goes into anew, bounded,
 /// and moves the blocks after it up as bytes.
@@ -872,17 +872,17 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         if let Some(change) = append(value, time, count) {
             return Ok(change);
         }
-        if count == 1 {
-            let grown = {
-                let log = Log::parse(value)?;
-                let tail_extent = extent_of(value.len(), log.tail).len();
-                let live = HEADER_LEN + (log.tail - log.head_block) * BLOCK + tail_extent;
-                log.copied(sized(live + MIN_EXTENT))
-            };
-            let mut grown = grown;
-            if append(&mut grown, time, 1).is_some() {
-                return Ok(Change::Replace(grown));
-            }
+        // Where the value has no room: its live blocks copied into a larger
+        // one, the tail block's extent grown where it was short.
+        let grown = {
+            let log = Log::parse(value)?;
+            let tail_extent = extent_of(value.len(), log.tail).len();
+            let live = HEADER_LEN + (log.tail - log.head_block) * BLOCK + tail_extent;
+            log.copied(sized(live + MIN_EXTENT))
+        };
+        let mut grown = grown;
+        if append(&mut grown, time, count).is_some() {
+            return Ok(Change::Replace(grown));
         }
     }
     insert(value, time, count)
