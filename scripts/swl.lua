@@ -1322,11 +1322,6 @@ local function p_count_through_block(b, at)
   return ones < n and ones or n
 end
 
-local function p_fits(b, l, h)
-  local n = b.n + 1
-  return n <= P_MAX_N and h <= P_MAX_N and used_bytes(n, l, h) <= b.e
-end
-
 -- The newest entry's time, for a block at either end of the live range;
 -- nil where it does not hold the times it says (as the module's check_ends).
 local function p_check_ends(b)
@@ -1574,18 +1569,21 @@ end
 
 -- A value of `blocks` after the whole blocks `kept` (bytes), the first of
 -- them the head block; `len` bytes, or sized for them.
-local function p_laid_out(blocks, head_rank, kept, len)
-  local count = #kept / P_BLOCK + #blocks
-  local last = blocks[#blocks]
-  if not len then
-    len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top))
-  end
-  local parts = { p_header(head_rank, 0, count - 1), kept }
+-- `blocks` placed in a value of `len` bytes from block `first` on, each in
+-- its extent, appended to `parts`.
+local function p_placed(blocks, len, first, parts)
   for i, b in ipairs(blocks) do
-    local _, e = p_extent(len, #kept / P_BLOCK + i - 1)
+    local _, e = p_extent(len, first + i - 1)
     parts[#parts + 1] = p_place(b, e)
   end
-  local body = table.concat(parts)
+  return parts
+end
+
+local function p_laid_out(blocks, head_rank, kept)
+  local count = #kept / P_BLOCK + #blocks
+  local last = blocks[#blocks]
+  local len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top))
+  local body = table.concat(p_placed(blocks, len, #kept / P_BLOCK, { p_header(head_rank, 0, count - 1), kept }))
   return body .. string.rep('\0', len - #body)
 end
 
@@ -1936,16 +1934,6 @@ local function p_append(at, count)
   return next_start, p_place(opened, next_e), next_index
 end
 
--- `blocks` placed in a value of `len` bytes from block `first` on, each in
--- its extent, appended to `parts`.
-local function p_placed(blocks, len, first, parts)
-  for i, b in ipairs(blocks) do
-    local _, e = p_extent(len, first + i - 1)
-    parts[#parts + 1] = p_place(b, e)
-  end
-  return parts
-end
-
 -- Writes `parts`, placed blocks from block `first` on, in place, zero to
 -- the end of block `through`, and the tail block number `tail` where it
 -- moves; then parses the value again.
@@ -2002,7 +1990,7 @@ local function p_insert(at, count)
     if not (new_last < p_blocks and used_bytes(lb.n, lb.l, lb.top) <= last_e) then
       local whole = (index - p_head_block) * P_BLOCK
       local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
-      p_store(p_laid_out(blocks, p_head_rank, kept, nil))
+      p_store(p_laid_out(blocks, p_head_rank, kept))
       return true
     end
     local parts = p_placed(blocks, p_len, index, {})
@@ -2051,8 +2039,6 @@ local function p_insert(at, count)
   return true
 end
 
--- A new log of one entry: one block, l 0, its high bit 0 set (the bytes
--- p_encode and p_laid_out would make, without their tables).
 -- A new log of `count` entries at `at` that one block holds (at most
 -- 1,920): l 0, high bits 0 to count - 1 set (the bytes p_encode and
 -- p_laid_out would make, without their tables).
@@ -2083,7 +2069,7 @@ function Packed:record(at, count)
       p_newest, p_oldest, p_live = at, at, count
       return
     end
-    p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, '', nil))
+    p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, ''))
     return
   end
   if not p_changeable() then return end

@@ -545,7 +545,7 @@ fn size_class(n: usize) -> usize {
 
 /// The first index in `0..len` where `is_before` turns false, assuming it
 /// holds on a prefix; never reads outside `0..len`.
-fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
+pub(crate) fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
     let (mut low, mut high) = (0, len);
     while low < high {
         let mid = low + (high - low) / 2;
@@ -564,7 +564,7 @@ fn write_slot(slot: &mut [u8], stored: u64) {
     slot.copy_from_slice(&stored.to_le_bytes()[..slot.len()]);
 }
 
-fn read_u32(bytes: &[u8]) -> u32 {
+pub(crate) fn read_u32(bytes: &[u8]) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&bytes[..4]);
     u32::from_le_bytes(word)

@@ -150,22 +150,6 @@ pub fn record(
     }
 }
 
-/// The length of a new log of `count` entries at `time`.
-pub fn new_log_len(version: Version, time: u64, count: usize) -> usize {
-    match version {
-        Version::Packed => packed::new_log_len(time, count),
-        Version::Slots => compact::new_log_len(time, count),
-    }
-}
-
-/// Writes a new log into `value` (zeroed, `new_log_len` bytes).
-pub fn write_new_log(version: Version, value: &mut [u8], time: u64, count: usize) {
-    match version {
-        Version::Packed => packed::write_new_log(value, time, count),
-        Version::Slots => compact::write_new_log(value, time, count),
-    }
-}
-
 /// A compact log of either version and the sorted vector it must equal,
 /// changed together: the harness of both versions' property tests.
 #[cfg(test)]

@@ -58,7 +58,7 @@
 
 use std::ops::Range;
 
-use crate::compact::{filling_allocation, Change, FormatError, MAGIC};
+use crate::compact::{filling_allocation, partition_point, read_u32, Change, FormatError, MAGIC};
 use crate::window::MAX_MS;
 
 pub const VERSION: u8 = 2;
@@ -743,17 +743,16 @@ fn encode(times: &[(u64, usize)], before: u32, after: Option<Block>) -> Vec<Buil
 /// `l` 0, one bit an entry.
 pub fn new_log(time: u64, count: usize) -> Vec<u8> {
     let blocks = encode(&[(time, count)], 0, None);
-    laid_out(&blocks, 0, &[], None)
+    laid_out(&blocks, 0, &[])
 }
 
 /// A value of `blocks` after the whole blocks `kept` (bytes, 256 each),
-/// the first of them the head block, with head rank `head_rank`; sized by
-/// `sized`, or `len` where given.
-fn laid_out(blocks: &[Building], head_rank: u32, kept: &[u8], len: Option<usize>) -> Vec<u8> {
+/// the first of them the head block, with head rank `head_rank`, sized
+/// for them.
+fn laid_out(blocks: &[Building], head_rank: u32, kept: &[u8]) -> Vec<u8> {
     let last = blocks.last().map_or(0, |b| b.view().used());
     let count = kept.len() / BLOCK + blocks.len();
-    let needed = HEADER_LEN + (count - 1) * BLOCK + last;
-    let len = len.unwrap_or_else(|| sized(needed));
+    let len = sized(HEADER_LEN + (count - 1) * BLOCK + last);
     let mut value = vec![0u8; len];
     write_header(&mut value, head_rank, 0, count - 1);
     value[HEADER_LEN..HEADER_LEN + kept.len()].copy_from_slice(kept);
@@ -1073,7 +1072,7 @@ fn recode_to_tail(
     if !fits {
         let start = extent_of(len, head_block).start;
         let kept = &value[start..start + (index - head_block) * BLOCK];
-        return Ok(Change::Replace(laid_out(blocks, head_rank, kept, None)));
+        return Ok(Change::Replace(laid_out(blocks, head_rank, kept)));
     }
     for (i, block) in blocks.iter().enumerate() {
         block.place(&mut value[extent_of(len, index + i)]);
@@ -1089,43 +1088,8 @@ fn recode_to_tail(
     Ok(Change::Ranges(vec![TAIL_AT, changed]))
 }
 
-/// The length of the new log `record` writes for `count` entries on no
-/// log (see `write_new_log`).
-pub fn new_log_len(time: u64, count: usize) -> usize {
-    let blocks = encode(&[(time, count)], 0, None);
-    let last = blocks.last().map_or(0, |b| b.view().used());
-    sized(HEADER_LEN + (blocks.len() - 1) * BLOCK + last)
-}
-
-/// Writes into `value` (zeroed, `new_log_len` bytes) the new log of
-/// `count` entries at `time`.
-pub fn write_new_log(value: &mut [u8], time: u64, count: usize) {
-    let blocks = encode(&[(time, count)], 0, None);
-    let written = laid_out(&blocks, 0, &[], Some(value.len()));
-    value.copy_from_slice(&written);
-}
-
-/// The first index in `0..len` where `is_before` turns false, assuming it
-/// holds on a prefix.
-fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
-    let (mut low, mut high) = (0, len);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if is_before(mid) {
-            low = mid + 1;
-        } else {
-            high = mid;
-        }
-    }
-    low
-}
-
 fn read_u16(bytes: &[u8]) -> u16 {
     u16::from_le_bytes([bytes[0], bytes[1]])
-}
-
-fn read_u32(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
 #[cfg(test)]
@@ -1251,10 +1215,6 @@ mod tests {
     #[test]
     fn a_large_cost_on_a_new_log_takes_a_bit_an_entry() {
         let value = new_log(1 << 45, 100_000);
-        assert_eq!(value.len(), new_log_len(1 << 45, 100_000));
-        let mut written = vec![0u8; value.len()];
-        write_new_log(&mut written, 1 << 45, 100_000);
-        assert_eq!(written, value);
         // A bit and a fraction an entry, with an eighth of spare room.
         assert!(value.len() < 100_000 * 3 / 16, "{}", value.len());
         let log = Log::parse(&value).unwrap();

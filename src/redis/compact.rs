@@ -17,7 +17,7 @@ use redis_module::raw;
 
 use super::key::OpenKey;
 use super::StoredLog;
-use crate::compact::{Change, FormatError};
+use crate::compact::{self, Change, FormatError};
 use crate::error::SwlError;
 use crate::format::{self, Layout, Log, Version};
 use crate::window::{LogWriter, ScoreLog};
@@ -201,23 +201,17 @@ impl CompactKey {
         }
     }
 
-    /// Creates the empty key as a new log of `count` entries at `at`,
-    /// written in place: COST 100,000 on a new log, the costliest check
-    /// there is, then fills one buffer rather than filling a vector and
-    /// copying it.
+    /// Creates the empty key as a new log of format version 1, `count`
+    /// entries at `at`, written in place: COST 100,000 on a new log, the
+    /// costliest check there is, then fills one buffer rather than filling
+    /// a vector and copying it. (A packed log of as many is a sixteenth of
+    /// the bytes, made as a vector once.)
     fn create(&mut self, at: u64, count: u64) {
         if self.pending.damaged {
             return;
         }
         let count = usize::try_from(count).unwrap_or(usize::MAX);
-        if self.new_version == Version::Packed {
-            // A packed log is a sixteenth of its entries' count in bytes:
-            // made once, as a vector, and stored.
-            let version = self.new_version;
-            self.change(|value| format::record(value, version, at, count as u64));
-            return;
-        }
-        let len = format::new_log_len(self.new_version, at, count);
+        let len = compact::new_log_len(at, count);
         // SAFETY: a live handle opened for writing, on an empty key, which
         // StringTruncate creates as a string of `len` zero bytes.
         let status = unsafe {
@@ -225,18 +219,14 @@ impl CompactKey {
                 .map_or(raw::REDISMODULE_ERR as c_int, |f| f(self.key.ptr, len))
         };
         self.layout.set(None);
-        let version = self.new_version;
         match self.bytes_mut() {
             Some(value) if status == raw::REDISMODULE_OK as c_int && value.len() == len => {
-                format::write_new_log(version, value, at, count);
+                compact::write_new_log(value, at, count);
                 self.pending.rewritten = true;
                 self.pending.ranges.clear();
             }
             // Not created in place: written as any new value is.
-            _ => {
-                let version = self.new_version;
-                self.change(|value| format::record(value, version, at, count as u64))
-            }
+            _ => self.change(|value| compact::record(value, at, count as u64)),
         }
     }
 
@@ -392,7 +382,7 @@ impl LogWriter for CompactKey {
     }
 
     fn record(&mut self, at: u64, count: u64) {
-        if self.key.key_type() == raw::KeyType::Empty {
+        if self.key.key_type() == raw::KeyType::Empty && self.new_version == Version::Slots {
             self.create(at, count);
             return;
         }
