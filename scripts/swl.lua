@@ -1691,8 +1691,6 @@ local function p_parse()
   return true
 end
 
-local function p_len_live() return p_live end
-
 -- The block holding the live entry at `rank`: a binary search of the
 -- blocks' ranks (written out: a closure per call shows).
 local function p_block_of_rank(rank)
@@ -1705,7 +1703,7 @@ local function p_block_of_rank(rank)
 end
 
 local function p_time_at(rank)
-  if rank >= p_len_live() then return nil end
+  if rank >= p_live then return nil end
   local index = p_block_of_rank(rank)
   local within = rank - p_rank_of(index)
   local t = within >= 0 and p_time_of(p_block_at(index), within)
@@ -1744,7 +1742,7 @@ local function p_block_through(at)
 end
 
 local function p_count_through(at)
-  local len = p_len_live()
+  local len = p_live
   if at >= p_newest then return len end
   if not p_oldest then p_oldest_time() end
   if at < p_oldest then return 0 end
@@ -1815,7 +1813,7 @@ end
 
 function Packed:len()
   if not p_valid then return 0 end
-  return p_len_live()
+  return p_live
 end
 
 function Packed:count_above(floor)
@@ -1827,7 +1825,7 @@ end
 
 function Packed:score_at(rank)
   if not p_valid then return nil end
-  local len = p_len_live()
+  local len = p_live
   if rank < 0 or rank >= len then return nil end
   if rank == len - 1 then return p_newest end
   if rank == 0 then return p_oldest_time() end
@@ -1842,7 +1840,7 @@ end
 -- Moves the head forward by `dropped` entries: only the header changes.
 local function p_move_head(dropped)
   if dropped == 0 then return end
-  local len = p_len_live()
+  local len = p_live
   if dropped >= len then
     p_unlink()
     return
@@ -1867,7 +1865,7 @@ end
 
 function Packed:cap_to(max_entries)
   if not p_changeable() then return end
-  local len = p_len_live()
+  local len = p_live
   p_move_head(len - math.min(len, max_entries))
 end
 
@@ -1957,7 +1955,7 @@ end
 -- added, as bytes, each counting `count` more entries before it (as the
 -- module's insert). False where the block is not well formed.
 local function p_insert(at, count)
-  local len = p_len_live()
+  local len = p_live
   local through = p_count_through(at)
   local index = through >= len and p_tail or p_block_of_rank(through)
   -- With the blocks after it where they are the last few (a client
@@ -2119,7 +2117,7 @@ end
 -- are cleared, and whole blocks emptied freed; all of them, the key.
 function Packed:drop_newest(count)
   if not p_changeable() then return end
-  local len = p_len_live()
+  local len = p_live
   if count >= len then
     p_unlink()
     return
