@@ -1196,15 +1196,14 @@ end
 -- A block as a table: its bytes t[1..e] and its fields.
 local function p_block(bytes, from, to)
   local t = { string.byte(bytes, from or 1, to or -1) }
-  local e = #t
   local l = t[8]
-  local raw_l = l
+  -- (t[8] itself is what validation checks against P_MAX_L.)
   if l > 63 then l = 63 end
   return {
-    t = t, e = e, s = not from and bytes,
+    t = t, e = #t, s = not from and bytes,
     first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
       + t[6] * 1099511627776 + t[7] * 281474976710656,
-    l = l, raw_l = raw_l,
+    l = l,
     before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216,
     n = t[13] + t[14] * 256,
     top = t[15] + t[16] * 256,
@@ -1216,12 +1215,18 @@ local function p_low(b, i)
   local l = b.l
   if l == 0 then return 0 end
   local t, p = b.t, i * l
-  local k = 17 + (p - p % 8) / 8
   local shift = p % 8
+  local k = 17 + (p - shift) / 8
   local byte = t[k] or 0
-  local value = (byte - byte % POW2[shift]) / POW2[shift]
+  local scale = POW2[shift]
+  if shift + l <= 8 then return (byte - byte % scale) / scale % POW2[l] end
+  if shift + l <= 32 then
+    -- Within four bytes: read them as one number.
+    local x = byte + (t[k + 1] or 0) * 256 + (t[k + 2] or 0) * 65536 + (t[k + 3] or 0) * 16777216
+    return (x - x % scale) / scale % POW2[l]
+  end
+  local value = (byte - byte % scale) / scale
   local done = 8 - shift
-  if done >= l then return value % POW2[l] end
   while done < l do
     k = k + 1
     byte = t[k] or 0
@@ -1326,17 +1331,21 @@ end
 -- nil where it does not hold the times it says (as the module's check_ends).
 local function p_check_ends(b)
   local n, l, top, t, e = b.n, b.l, b.top, b.t, b.e
-  if n == 0 or b.raw_l > P_MAX_L or b.first > MAX_MS then return nil end
+  if n == 0 or t[8] > P_MAX_L or b.first > MAX_MS then return nil end
   local low_bits, high_bits = n * l + 7, top + n + 7
   if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > e then return nil end
   -- The high bits of entry 0 (bit 0) and of entry n - 1 (bit top + n - 1).
   if t[e] % 2 == 0 then return nil end
   local j = top + n - 1
   local r = j % 8
-  local byte = t[e - (j - r) / 8]
-  if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then return nil end
-  if l > 0 and p_low(b, 0) ~= 0 then return nil end
-  return p_time_from(b.first, l, top, p_low(b, n - 1))
+  if t[e - (j - r) / 8] % POW2[r + 1] < POW2[r] then return nil end
+  local time = b.first + top
+  if l > 0 then
+    if p_low(b, 0) ~= 0 then return nil end
+    time = b.first + top * POW2[l] + p_low(b, n - 1)
+  end
+  if time > MAX_MS then return nil end
+  return time
 end
 
 -- Every entry's time appended to `into`, each bit checked; false where
@@ -1382,6 +1391,18 @@ end
 -- Writes the `l` low bits of `value` into t from bit `at` of the payload,
 -- whatever those bits held (as the module's write_bits).
 local function p_write_bits(t, at, l, value)
+  local shift = at % 8
+  if shift + l <= 16 then
+    -- Within two bytes (the second one past the block's end where one is
+    -- enough): read and written as one number.
+    local k, scale = 17 + (at - shift) / 8, POW2[shift]
+    local x = t[k] + (t[k + 1] or 0) * 256
+    x = x + (value - (x - x % scale) / scale % POW2[l]) * scale
+    local byte = x % 256
+    t[k] = byte
+    if shift + l > 8 then t[k + 1] = (x - byte) / 256 end
+    return
+  end
   local done = 0
   while done < l do
     local bit = at + done
@@ -1428,7 +1449,7 @@ local function p_open(time, l, before)
   end
   t[13] = 1
   t[P_BLOCK] = 1
-  return { t = t, e = P_BLOCK, first = time, l = l, raw_l = l, before = before, n = 1, top = 0 }
+  return { t = t, e = P_BLOCK, first = time, l = l, before = before, n = 1, top = 0 }
 end
 
 -- Adds one entry at `time` (no older than its newest) to a building block
@@ -1606,6 +1627,8 @@ local p_start
 -- p_block_through), until a write: their bytes and their offset.
 local P_REGION_BLOCKS = 32
 local p_region, p_region_from = false, 0
+-- Searches among the blocks between head and tail in this call.
+local p_searches = 0
 
 -- `n` bytes from offset `at`.
 local function p_read(at, n)
@@ -1619,32 +1642,47 @@ end
 
 -- Block `index` as a table, read once per call.
 local function p_block_at(index)
-  local b = p_tables[index]
+  local b = p_tables and p_tables[index]
   if not b then
-    local start, e = p_extent(p_len, index)
+    -- The block's extent (p_extent's, written out: this runs on every call).
+    local start = P_HEADER + index * P_BLOCK
+    local stop = start + P_BLOCK
+    if stop > p_len then stop = p_len end
+    if start > stop then start = stop end
     -- Read off the value at hand without a copy of the block.
     if p_value then
-      b = p_block(p_value, start + 1, start + e)
+      b = p_block(p_value, start + 1, stop)
     else
-      b = p_block(p_read(start, e))
+      b = p_block(p_read(start, stop - start))
     end
+    if not p_tables then p_tables = {} end
     p_tables[index] = b
   end
   return b
 end
 
--- Block `index`'s first time and rank (a search reads only these).
+-- Block `index`'s first time and rank (a search reads only these), kept
+-- as p_heads[2 * index] and p_heads[2 * index + 1]; read off whichever
+-- string at hand holds them.
 local function p_head_of(index)
-  local b = p_tables[index]
+  local b = p_tables and p_tables[index]
   if b then return b.first, b.before end
-  local h = p_heads[index]
-  if not h then
-    local start = P_HEADER + index * P_BLOCK
-    local lo, mid, hi, _, before = struct.unpack('<I4I2BBI4', p_read(start, 12))
-    h = { lo + mid * 4294967296 + hi * 281474976710656, before }
-    p_heads[index] = h
+  local at = 2 * index
+  local first = p_heads and p_heads[at]
+  if first then return first, p_heads[at + 1] end
+  local start = P_HEADER + index * P_BLOCK
+  local lo, mid, hi, before
+  if p_value then
+    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_value, start + 1)
+  elseif p_region and start >= p_region_from and start + 12 <= p_region_from + #p_region then
+    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_region, start - p_region_from + 1)
+  else
+    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_read(start, 12))
   end
-  return h[1], h[2]
+  first = lo + mid * 4294967296 + hi * 281474976710656
+  if not p_heads then p_heads = {} end
+  p_heads[at], p_heads[at + 1] = first, before
+  return first, before
 end
 
 -- The rank of block `index`'s first entry, from the head (signed).
@@ -1662,7 +1700,7 @@ end
 -- Parses the header, the head block and the tail block; false for bytes
 -- that are not a packed log.
 local function p_parse()
-  p_tables, p_heads = {}, {}
+  p_tables, p_heads = false, false
   local known = p_value and p_parses[p_value]
   if known then
     p_head_rank, p_head_block, p_tail, p_blocks = known[1], known[2], known[3], known[4]
@@ -1673,20 +1711,24 @@ local function p_parse()
   local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
     struct.unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
-  local blocks = p_blocks_in(p_len)
+  local room = p_len - P_HEADER
+  local rest = room % P_BLOCK
+  local blocks = (room - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
   if head_block > tail or tail >= blocks then return false end
   p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
   local head = p_block_at(head_block)
-  if not p_check_ends(head) then return false end
+  local newest = p_check_ends(head)
+  if not newest then return false end
   if (head_rank - head.before) % TWO_32 >= head.n then return false end
   local last = head
   if tail ~= head_block then
     last = p_block_at(tail)
     if last.first < head.first then return false end
+    newest = p_check_ends(last)
+    if not newest then return false end
   end
-  local newest = p_check_ends(last)
-  if not newest then return false end
-  p_newest, p_oldest = newest, false
+  -- The oldest entry, where it is the head block's first (as p_oldest_time).
+  p_newest, p_oldest = newest, head_rank == head.before and head.first
   p_live = ((last.before + last.n) - head_rank) % TWO_32
   return true
 end
@@ -1695,6 +1737,11 @@ end
 -- blocks' ranks (written out: a closure per call shows).
 local function p_block_of_rank(rank)
   local low, high = p_head_block, p_tail
+  -- The head block and the tail block first, from their tables (parsing
+  -- read both), then a search of the blocks between.
+  if low == high or rank < p_rank_of(low) + p_block_at(low).n then return low end
+  if p_rank_of(high) <= rank then return high end
+  low, high = low + 1, high - 1
   while low < high do
     local mid = high - (high - low - (high - low) % 2) / 2
     if p_rank_of(mid) <= rank then low = mid else high = mid - 1 end
@@ -1727,13 +1774,22 @@ local function p_block_through(at)
   local head, tail = p_head_block, p_tail
   if head == tail or (p_head_of(head + 1)) > at then return head end
   if (p_head_of(tail)) <= at then return tail end
-  if not p_value and not p_region and tail - head > 2 then
-    local from_block = tail - P_REGION_BLOCKS
-    if from_block < head + 1 then from_block = head + 1 end
-    p_region_from = P_HEADER + from_block * P_BLOCK
-    p_region = redis.call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
-  end
   local low, high = head + 1, tail - 1
+  if not p_value and tail - head > 2 then
+    local from_block = tail - P_REGION_BLOCKS
+    if from_block < low then from_block = low end
+    -- Redis's Lua hashes every byte of every string it makes (about 12
+    -- instructions a byte): the region costs more than the few reads of
+    -- one search, and less than those of several.
+    p_searches = p_searches + 1
+    if not p_region and p_searches > 1 then
+      p_region_from = P_HEADER + from_block * P_BLOCK
+      p_region = redis.call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+    end
+    -- Windows mostly end among the newest blocks: the search stays among
+    -- them where it can.
+    if (p_head_of(from_block)) <= at then low = from_block else high = from_block - 1 end
+  end
   while low < high do
     local mid = high - (high - low - (high - low) % 2) / 2
     if (p_head_of(mid)) <= at then low = mid else high = mid - 1 end
@@ -1758,7 +1814,7 @@ end
 -- that is not a packed log.
 local function open_packed(key, exists, start)
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
-  p_region = false
+  p_region, p_searches = false, 0
   p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
   if exists then
     if start and #start < READ_WHOLE_AT_MOST then
@@ -1808,7 +1864,7 @@ local function p_unlink()
   p_head_pending, p_start, p_region = false, false, false
   redis.call('UNLINK', p_key)
   p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
-  p_tables, p_heads = {}, {}
+  p_tables, p_heads = false, false
 end
 
 function Packed:len()
@@ -1858,8 +1914,11 @@ end
 -- Remembers the floor: every live entry is above it until an entry at or
 -- below it is recorded, so counting above it needs no search.
 function Packed:trim_through(floor)
-  if not p_changeable() then return end
-  if floor >= 0 then p_move_head(p_count_through(floor)) end
+  if not (p_exists and p_valid and not p_damaged) then return end
+  if floor >= 0 then
+    local dropped = p_count_through(floor)
+    if dropped > 0 then p_move_head(dropped) end
+  end
   p_trimmed_to = floor
 end
 
@@ -1891,7 +1950,8 @@ local function p_append(at, count)
   local scale = POW2[l]
   local low = v % scale
   local h = (v - low) / scale
-  local start, e = p_extent(p_len, p_tail)
+  -- The tail block's extent: where it starts, and its table's length.
+  local start, e = P_HEADER + p_tail * P_BLOCK, tail.e
   -- Whether they fit: n + count low fields and the high bits up to
   -- h + n + count - 1, in whole bytes each (as the module's append).
   local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
@@ -1900,14 +1960,22 @@ local function p_append(at, count)
     local t, was = tail.t, tail.s
     local from = l == tail.l and 12 or 7
     t[8] = l
-    tail.l, tail.raw_l = l, l
+    tail.l = l
     local field = n * l
-    for i = n, n + count - 1 do
-      p_write_bits(t, i * l, l, low)
-      p_set_high_bit(t, e, h + i)
-    end
     local j = h + n
-    local at_byte = e - (j - j % 8) / 8
+    local r = j % 8
+    local at_byte = e - (j - r) / 8
+    if count == 1 then
+      -- One field and one bit, written out (the usual call).
+      if l > 0 then p_write_bits(t, field, l, low) end
+      local byte = t[at_byte]
+      if byte % POW2[r + 1] < POW2[r] then t[at_byte] = byte + POW2[r] end
+    else
+      for i = n, n + count - 1 do
+        p_write_bits(t, i * l, l, low)
+        p_set_high_bit(t, e, h + i)
+      end
+    end
     tail.n, tail.top, tail.s = n + count, h, false
     t[13], t[14] = (n + count) % 256, (n + count - (n + count) % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
@@ -2040,18 +2108,26 @@ end
 -- A new log of `count` entries at `at` that one block holds (at most
 -- 1,920): l 0, high bits 0 to count - 1 set (the bytes p_encode and
 -- p_laid_out would make, without their tables).
+local p_new_tails = {}
+local P_NEW_TAILS_KEPT_UP_TO = 16
 local function p_new_of(at, count)
+  -- The bytes after the block header: zeros, then the high bits (kept for
+  -- the few counts that recur).
+  local tail = p_new_tails[count]
+  if not tail then
+    local high_len = (count + 7 - (count + 7) % 8) / 8
+    local len = p_sized(P_HEADER + 16 + high_len)
+    local rest = count % 8
+    local high_bits = string.rep('\255', (count - rest) / 8)
+    if rest > 0 then high_bits = string.char(POW2[rest] - 1) .. high_bits end
+    tail = string.rep('\0', len - P_HEADER - 16 - high_len) .. high_bits
+    if count <= P_NEW_TAILS_KEPT_UP_TO then p_new_tails[count] = tail end
+  end
   local low = at % TWO_32
   local high = (at - low) / TWO_32
   local mid = high % 65536
-  local high_len = (count + 7 - (count + 7) % 8) / 8
-  local len = p_sized(P_HEADER + 16 + high_len)
-  local rest = count % 8
-  local high_bits = string.rep('\255', (count - rest) / 8)
-  if rest > 0 then high_bits = string.char(POW2[rest] - 1) .. high_bits end
   return struct.pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
-    low, mid, (high - mid) / 65536, 0, 0, count, 0)
-    .. string.rep('\0', len - P_HEADER - 16 - high_len) .. high_bits
+    low, mid, (high - mid) / 65536, 0, 0, count, 0) .. tail
 end
 
 function Packed:record(at, count)
@@ -2062,7 +2138,7 @@ function Packed:record(at, count)
       p_head_pending, p_start = false, false
       redis.call('SET', p_key, value, 'KEEPTTL')
       p_exists, p_value, p_len, p_valid = true, value, #value, true
-      p_tables, p_heads = {}, {}
+      p_tables, p_heads = false, false
       p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
       p_newest, p_oldest, p_live = at, at, count
       return
@@ -2081,7 +2157,7 @@ function Packed:record(at, count)
       -- as written): a read asks the server again.
       p_value, p_start, p_region = false, false, false
       if tail then
-        p_heads = {}
+        p_heads = false
         p_write(16, struct.pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
       end
@@ -2162,7 +2238,7 @@ function Packed:drop_newest(count)
   -- What parsing would find again: this block is the tail, its last
   -- entry the newest (its table kept as written).
   for i = index + 1, old_tail do p_tables[i] = nil end
-  p_heads = {}
+  p_heads = false
   b.n, b.top, b.s = keep_n, last_kept - (keep_n - 1), false
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
