@@ -1392,15 +1392,28 @@ end
 -- whatever those bits held (as the module's write_bits).
 local function p_write_bits(t, at, l, value)
   local shift = at % 8
-  if shift + l <= 16 then
-    -- Within two bytes (the second one past the block's end where one is
-    -- enough): read and written as one number.
+  local width = shift + l
+  if width <= 8 then
     local k, scale = 17 + (at - shift) / 8, POW2[shift]
-    local x = t[k] + (t[k + 1] or 0) * 256
+    local byte = t[k]
+    t[k] = byte + (value - (byte - byte % scale) / scale % POW2[l]) * scale
+    return
+  end
+  if width <= 32 then
+    -- Within two or four bytes (those past the field's last byte, maybe
+    -- past the block's end, read as 0 and left): read and written as one
+    -- number.
+    local k, scale = 17 + (at - shift) / 8, POW2[shift]
+    local x = t[k] + t[k + 1] * 256
+    if width > 16 then x = x + (t[k + 2] or 0) * 65536 + (t[k + 3] or 0) * 16777216 end
     x = x + (value - (x - x % scale) / scale % POW2[l]) * scale
     local byte = x % 256
     t[k] = byte
-    if shift + l > 8 then t[k + 1] = (x - byte) / 256 end
+    while width > 8 do
+      x, k, width = (x - byte) / 256, k + 1, width - 8
+      byte = x % 256
+      t[k] = byte
+    end
     return
   end
   local done = 0
@@ -1833,17 +1846,22 @@ local function p_changeable()
   return p_exists and p_valid and not p_damaged
 end
 
-local function p_write_pending_head()
+-- Writes a moved head; into the value at hand too where `patch` (before a
+-- parse may read it: block reads never read the header).
+local function p_write_pending_head(patch)
   if p_head_pending then
     p_start = false
     redis.call('SETRANGE', p_key, '8', p_head_pending)
+    if patch and p_value then
+      p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
+    end
     p_head_pending = false
   end
 end
 
 -- Writes `bytes` at `at` and forgets what was read there.
 local function p_write(at, bytes)
-  p_write_pending_head()
+  p_write_pending_head(true)
   p_start, p_region = false, false
   redis.call('SETRANGE', p_key, num(at), bytes)
   if p_value then
@@ -1905,10 +1923,9 @@ local function p_move_head(dropped)
   p_head_rank = (p_head_rank + dropped) % TWO_32
   p_head_block = block
   p_oldest, p_live = false, len - dropped
+  -- The value at hand keeps its old header until a write needs it new
+  -- (see p_write_pending_head): a copy of a value costs a hash of its bytes.
   p_head_pending = struct.pack('<I4I4', p_head_rank, p_head_block)
-  if p_value then
-    p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
-  end
 end
 
 -- Remembers the floor: every live entry is above it until an entry at or
@@ -2247,9 +2264,10 @@ end
 
 function Packed:finish()
   if p_damaged then return false end
+  local moved = p_head_pending
   p_write_pending_head()
   local opened = p_opened
-  if opened and p_value == opened and p_valid and not p_parses[opened] then
+  if not moved and opened and p_value == opened and p_valid and not p_parses[opened] then
     if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
     p_parses[opened] = { p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live }
     p_parses_kept = p_parses_kept + 1
