@@ -1439,6 +1439,27 @@ local function p_set_high_bit(t, e, j)
   if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then t[k] = byte + POW2[r] end
 end
 
+-- Clears bits [from, to) of a bit vector in t whose bit j is bit j % 8 of
+-- byte base + step * floor(j / 8) (the low fields: 17, 1; the high bits
+-- from the block's end: e, -1), a byte at a time.
+local function p_clear_bits(t, base, step, from, to)
+  while from < to do
+    local r = from % 8
+    local k = base + step * (from - r) / 8
+    local stop = from - r + 8
+    if stop > to then stop = to end
+    if r == 0 and stop - from == 8 then
+      t[k] = 0
+    else
+      -- Bits r to (stop - 1) % 8 + 1 of this byte go; those below and above stay.
+      local byte = t[k]
+      local above = POW2[stop - (from - r)]
+      t[k] = byte % POW2[r] + (byte - byte % above)
+    end
+    from = stop
+  end
+end
+
 local function p_set_u16(t, at, v) t[at] = v % 256; t[at + 1] = (v - v % 256) / 256 end
 
 -- A block opened by an entry at `time` (a building block: 256 bytes, high
@@ -1972,8 +1993,9 @@ local function p_append(at, count)
   -- Whether they fit: n + count low fields and the high bits up to
   -- h + n + count - 1, in whole bytes each (as the module's append).
   local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
-  if n + count <= P_MAX_N and h <= P_MAX_N
-      and 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 <= e then
+  local needed = 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8
+  if n + count > P_MAX_N or h > P_MAX_N then needed = P_BLOCK + 1 end
+  if needed <= e then
     local t, was = tail.t, tail.s
     local from = l == tail.l and 12 or 7
     t[8] = l
@@ -2011,7 +2033,9 @@ local function p_append(at, count)
       string.char(t[at_byte]) })
   end
   local next_index = p_tail + 1
-  if count > 1 or next_index >= p_blocks then return nil end
+  -- (With what the tail block would need: a copy of the value with room
+  -- to grow takes no more than a whole block.)
+  if count > 1 or next_index >= p_blocks then return nil, needed end
   local opened = p_open(at, p_l_after(tail, at), (tail.before + n) % TWO_32)
   local next_start, next_e = p_extent(p_len, next_index)
   return next_start, p_place(opened, next_e), next_index
@@ -2164,8 +2188,11 @@ function Packed:record(at, count)
     return
   end
   if not p_changeable() then return end
+  local needed
   if at >= p_newest then
-    local offset, bytes, tail = p_append(at, count)
+    local offset, bytes, tail
+    offset, bytes, tail = p_append(at, count)
+    if not offset then needed = bytes end
     if offset then
       p_write_pending_head()
       redis.call('SETRANGE', p_key, num(offset), bytes)
@@ -2182,7 +2209,11 @@ function Packed:record(at, count)
       return
     end
   end
-  if at >= p_newest then
+  -- Growth, and the append tried again, unless no copy could take them:
+  -- several entries (one opens a block) that a whole tail block would not
+  -- hold, where the module's growth fails alike and leaves the value as
+  -- it was.
+  if at >= p_newest and (count == 1 or needed <= P_BLOCK) then
     local tail_start, tail_e = p_extent(p_len, p_tail)
     local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
     local grown = p_copied(p_sized(live + P_MIN_EXTENT))
@@ -2233,18 +2264,8 @@ function Packed:drop_newest(count)
   local tail_stop = tail_start + tail_e
   local n, l, top, t = b.n, b.l, b.top, b.t
   if keep_n < n then
-    for bit = keep_n * l, n * l - 1 do
-      local r = bit % 8
-      local k = 17 + (bit - r) / 8
-      local byte = t[k]
-      if (byte - byte % POW2[r]) / POW2[r] % 2 == 1 then t[k] = byte - POW2[r] end
-    end
-    for j = last_kept + 1, top + n - 1 do
-      local r = j % 8
-      local k = e - (j - r) / 8
-      local byte = t[k]
-      if (byte - byte % POW2[r]) / POW2[r] % 2 == 1 then t[k] = byte - POW2[r] end
-    end
+    p_clear_bits(t, 17, 1, keep_n * l, n * l)
+    p_clear_bits(t, e, -1, last_kept + 1, top + n)
     p_set_u16(t, 13, keep_n)
     p_set_u16(t, 15, last_kept - (keep_n - 1))
   end
