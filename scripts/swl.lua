@@ -1983,7 +1983,9 @@ end
 local function p_append(at, count)
   local tail = p_block_at(p_tail)
   local first, n, l = tail.first, tail.n, tail.l
-  if n == 1 and p_tail == p_head_block then l = p_l_from_gap(first, at) end
+  -- A head block whose entries all sit at its first time takes `l` from
+  -- the gap to this one (as the module's append).
+  if p_tail == p_head_block and (n == 1 or (l == 0 and tail.top == 0)) then l = p_l_from_gap(first, at) end
   local v = at - first
   local scale = POW2[l]
   local low = v % scale
@@ -1997,9 +1999,12 @@ local function p_append(at, count)
   if n + count > P_MAX_N or h > P_MAX_N then needed = P_BLOCK + 1 end
   if needed <= e then
     local t, was = tail.t, tail.s
-    local from = l == tail.l and 12 or 7
+    local relaid = l ~= tail.l
+    local from = relaid and 7 or 12
     t[8] = l
     tail.l = l
+    -- Their low fields read zero under the new `l` too.
+    if relaid then p_clear_bits(t, 17, 1, 0, n * l) end
     local field = n * l
     local j = h + n
     local r = j % 8
@@ -2021,7 +2026,7 @@ local function p_append(at, count)
     -- The changed bytes, from the counters to the high bit: for one entry
     -- its low field and its high byte written, the bytes between as they
     -- were.
-    if count > 1 or at_byte - from <= 48 then
+    if count > 1 or relaid or at_byte - from <= 48 then
       return start + from, string.char(unpack(t, from + 1, at_byte))
     end
     local field_from = 17 + (field - field % 8) / 8

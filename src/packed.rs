@@ -54,7 +54,7 @@
 //! it (its first time to the new block's, over its n), so each entry
 //! costs about l + 2 bits: near log2 C(span + n, n), the information in
 //! the times. The head block, which has no live block before it, takes
-//! its `l` from the gap to its second entry.
+//! its `l` from the gap to its first later time.
 
 use std::ops::Range;
 
@@ -686,6 +686,15 @@ fn write_bits(bits: &mut [u8], at: usize, l: u32, value: u64) {
     }
 }
 
+/// Clears the first `count` bits of `bits`.
+fn clear_bits(bits: &mut [u8], count: usize) {
+    let (whole, rest) = (count / 8, count % 8);
+    bits[..whole].fill(0);
+    if rest > 0 {
+        bits[whole] &= !((1u8 << rest) - 1);
+    }
+}
+
 /// Sets bit `j` of the high bit vector of the block in `block`.
 fn set_high_bit(block: &mut [u8], j: usize) {
     let at = block.len() - 1 - j / 8;
@@ -895,7 +904,11 @@ fn append(value: &mut [u8], time: u64, count: usize) -> Option<Change> {
         let log = Log::parse(value).ok()?;
         let tail = log.block(log.tail);
         let (first, n) = (tail.first(), tail.n());
-        let l = if n == 1 && log.tail == log.head_block {
+        // A head block whose entries all sit at its first time (one entry,
+        // or several recorded at once into a new log) has no low bits to
+        // keep: its `l` comes from the gap to the first later time.
+        let at_first = n == 1 || (tail.l() == 0 && tail.top() == 0);
+        let l = if at_first && log.tail == log.head_block {
             l_from_gap(first, time)
         } else {
             tail.l()
@@ -913,6 +926,11 @@ fn append(value: &mut [u8], time: u64, count: usize) -> Option<Change> {
         let extent = extent_of(len, index);
         let block = &mut value[extent.clone()];
         block[L_AT] = l as u8;
+        if l != old_l {
+            // The entries there, all at the first time, have low fields of
+            // zero under the new `l` too, whatever the free bits held.
+            clear_bits(&mut block[BLOCK_HEADER..], n * l as usize);
+        }
         for i in n..n + count {
             write_bits(
                 &mut block[BLOCK_HEADER..],
@@ -1137,6 +1155,29 @@ mod tests {
         assert_eq!(
             Log::parse(&value).unwrap().entries(),
             Ok(vec![100_000, 101_000])
+        );
+    }
+
+    #[test]
+    fn entries_recorded_at_once_into_a_new_log_leave_its_l_to_the_next_time() {
+        // COST 3 on a new log: three entries at its first time, l 0.
+        let mut value = new_log(100_000, 3);
+        assert_eq!((value[31], value[59]), (0, 0b111));
+        // Free bits another writer set where the low fields will go.
+        value[40] = 0xff;
+        // A gap of 1,000 ms: l 9, in place, as for a log of one entry; the
+        // three entries' low fields written zero, the new one's 488.
+        let change = record(Some(&mut value), 101_000, 1).unwrap();
+        assert_eq!(change, Change::InPlace(24 + 7..60));
+        assert_eq!(value[31], 9);
+        assert_eq!(value[36..40], [4, 0, 1, 0]);
+        assert_eq!(read_bits(&value[40..], 0, 27), 0);
+        assert_eq!(read_bits(&value[40..], 27, 9), 488);
+        // Bits 0, 1, 2 (the first three) and 1 + 3 (the new one).
+        assert_eq!(value[59], 0b10111);
+        assert_eq!(
+            Log::parse(&value).unwrap().entries(),
+            Ok(vec![100_000, 100_000, 100_000, 101_000])
         );
     }
 

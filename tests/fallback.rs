@@ -934,6 +934,16 @@ fn format_edges_alike(encoding: Encoding) {
             Some((4, 0)),
         ),
         (
+            // Version 2: the head block's l set by the first later time.
+            "several entries at once into a new log, then later ones",
+            vec![
+                words("60000 99 1000 COST 3".into()),
+                words("60000 99 2000".into()),
+                words("60000 99 2001 COST 2".into()),
+            ],
+            Some((4, 0)),
+        ),
+        (
             "penalties capped to the largest limit, and emptying trims",
             vec![
                 words(format!("{wide} 3 1000 COST 3")),
