@@ -2166,7 +2166,10 @@ local function p_new_of(at, count)
     local rest = count % 8
     local high_bits = string.rep('\255', (count - rest) / 8)
     if rest > 0 then high_bits = string.char(POW2[rest] - 1) .. high_bits end
-    tail = string.rep('\0', len - P_HEADER - 16 - high_len) .. high_bits
+    -- The high bits end the block's extent, which ends before the value
+    -- does where the value has room for more blocks.
+    local _, e = p_extent(len, 0)
+    tail = string.rep('\0', e - 16 - high_len) .. high_bits .. string.rep('\0', len - P_HEADER - e)
     if count <= P_NEW_TAILS_KEPT_UP_TO then p_new_tails[count] = tail end
   end
   local low = at % TWO_32

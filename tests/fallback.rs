@@ -993,6 +993,34 @@ fn format_edges_alike(encoding: Encoding) {
     }
 }
 
+/// A new log of COST n is one block up to 1,920 entries (its high bits
+/// at the end of the block, which ends before the value does where the
+/// value has room for a second block: from 1,473 entries) and several
+/// past that; the library makes the module's bytes for each, and the log
+/// takes a later entry alike.
+#[test]
+fn new_logs_of_any_cost_a_block_holds_are_made_alike() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    for cost in [1, 2, 16, 17, 100, 1472, 1473, 1500, 1919, 1920, 1921, 5000] {
+        for (n, now) in [(0, "1000000"), (1, "1001000")] {
+            let args = to_strings(&["10000", "100000", now, "COST", &cost.to_string()]);
+            let module = call(&mut con, true, Op::Check, "m", &args);
+            let library = call(&mut con, false, Op::Check, "l", &args);
+            assert!(module.is_ok(), "COST {cost}, call {n}: {module:?}");
+            assert_eq!(library, module, "COST {cost}, call {n}");
+            let [m, l] = [b"m", b"l"].map(|key| contents(&mut con, key));
+            assert_eq!(l, m, "COST {cost}, call {n}: the bytes");
+        }
+        let entries = entries_reply(&mut con, true, "l");
+        assert!(entries.is_ok(), "COST {cost}: {entries:?}");
+        for key in ["m", "l"] {
+            let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+        }
+    }
+}
+
 #[test]
 fn the_library_takes_the_server_clock_for_star_and_creates_logs_as_set() {
     for_each_encoding(|encoding| {
