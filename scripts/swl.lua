@@ -1767,20 +1767,21 @@ local function p_parse()
   return true
 end
 
--- The block holding the live entry at `rank`: a binary search of the
--- blocks' ranks (written out: a closure per call shows).
+-- The block holding the live entry at `rank`: the head block and the
+-- tail block first, then the module's binary search (partition_point) of
+-- the ranks of the blocks between, written out (a closure per call
+-- shows), so that both read a damaged block alike.
 local function p_block_of_rank(rank)
-  local low, high = p_head_block, p_tail
-  -- The head block and the tail block first, from their tables (parsing
-  -- read both), then a search of the blocks between.
-  if low == high or rank < p_rank_of(low) + p_block_at(low).n then return low end
-  if p_rank_of(high) <= rank then return high end
-  low, high = low + 1, high - 1
-  while low < high do
-    local mid = high - (high - low - (high - low) % 2) / 2
-    if p_rank_of(mid) <= rank then low = mid else high = mid - 1 end
+  local head, tail = p_head_block, p_tail
+  if head == tail or rank < p_rank_of(head) + p_block_at(head).n then return head end
+  if p_rank_of(tail) <= rank then return tail end
+  local low = head + 1
+  local from, to = 0, tail - 1 - low
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if p_rank_of(low + 1 + mid) <= rank then from = mid + 1 else to = mid end
   end
-  return low
+  return low + from
 end
 
 local function p_time_at(rank)
@@ -1809,26 +1810,28 @@ local function p_block_through(at)
   if head == tail or (p_head_of(head + 1)) > at then return head end
   if (p_head_of(tail)) <= at then return tail end
   local low, high = head + 1, tail - 1
-  if not p_value and tail - head > 2 then
+  if tail - head > 2 then
     local from_block = tail - P_REGION_BLOCKS
     if from_block < low then from_block = low end
     -- Redis's Lua hashes every byte of every string it makes (about 12
     -- instructions a byte): the region costs more than the few reads of
     -- one search, and less than those of several.
     p_searches = p_searches + 1
-    if not p_region and p_searches > 1 then
+    if not p_value and not p_region and p_searches > 1 then
       p_region_from = P_HEADER + from_block * P_BLOCK
       p_region = redis.call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
     end
-    -- Windows mostly end among the newest blocks: the search stays among
-    -- them where it can.
+    -- Windows mostly end among the newest blocks: the search starts among
+    -- them (as the module's, with SEARCHED_FIRST).
     if (p_head_of(from_block)) <= at then low = from_block else high = from_block - 1 end
   end
-  while low < high do
-    local mid = high - (high - low - (high - low) % 2) / 2
-    if (p_head_of(mid)) <= at then low = mid else high = mid - 1 end
+  -- The module's partition_point over the blocks after `low`.
+  local from, to = 0, high - low
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if (p_head_of(low + 1 + mid)) <= at then from = mid + 1 else to = mid end
   end
-  return low
+  return low + from
 end
 
 local function p_count_through(at)
@@ -1944,6 +1947,15 @@ local function p_move_head(dropped)
   p_head_rank = (p_head_rank + dropped) % TWO_32
   p_head_block = block
   p_oldest, p_live = false, len - dropped
+  -- What the module's next parse checks of a new head block (a block
+  -- between head and tail that another writer damaged may be found
+  -- here): a call that fails it replies WRONGTYPE and writes nothing.
+  local head = p_block_at(block)
+  if not p_check_ends(head) or (p_head_rank - head.before) % TWO_32 >= head.n
+      or (block ~= p_tail and p_block_at(p_tail).first < head.first) then
+    p_damaged = true
+    return
+  end
   -- The value at hand keeps its old header until a write needs it new
   -- (see p_write_pending_head): a copy of a value costs a hash of its bytes.
   p_head_pending = struct.pack('<I4I4', p_head_rank, p_head_block)

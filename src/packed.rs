@@ -474,12 +474,20 @@ impl<'a> Log<'a> {
     }
 
     /// The block holding the live entry at `rank`.
+    /// The head block and the tail block first (parsing read both), then
+    /// a binary search of the ranks of the blocks between; the function
+    /// library searches in the same order, so that both read a block
+    /// another writer damaged alike.
     fn block_of_rank(&self, rank: usize) -> usize {
-        let later = self.tail - self.head_block;
-        self.head_block
-            + partition_point(later, |i| {
-                self.rank_of(self.head_block + 1 + i) <= rank as i64
-            })
+        let (head, tail, rank) = (self.head_block, self.tail, rank as i64);
+        if head == tail || rank < self.rank_of(head) + self.block(head).n() as i64 {
+            return head;
+        }
+        if self.rank_of(tail) <= rank {
+            return tail;
+        }
+        let low = head + 1;
+        low + partition_point(tail - 1 - low, |i| self.rank_of(low + 1 + i) <= rank)
     }
 
     /// The time of the live entry at `rank`, 0 the oldest. Bits that do not
@@ -525,8 +533,9 @@ impl<'a> Log<'a> {
     /// The last block whose first time is at most `time`: the head block
     /// where the block after it starts later (a trim's floor, mostly), the
     /// tail block where it starts no later (the newest window), otherwise
-    /// a binary search of the blocks between (the function library reads
-    /// the last of them at once).
+    /// a binary search of the blocks between that starts among the last
+    /// SEARCHED_FIRST of them, where windows mostly end (the function
+    /// library reads those at once, and searches in the same order).
     fn block_through(&self, time: u64) -> usize {
         let (head, tail) = (self.head_block, self.tail);
         if head == tail || self.block(head + 1).first() > time {
@@ -535,8 +544,16 @@ impl<'a> Log<'a> {
         if self.block(tail).first() <= time {
             return tail;
         }
-        let between = tail - head - 1;
-        head + 1 + partition_point(between, |i| self.block(head + 2 + i).first() <= time)
+        let (mut low, mut high) = (head + 1, tail - 1);
+        if tail - head > 2 {
+            let from = tail.saturating_sub(SEARCHED_FIRST).max(low);
+            if self.block(from).first() <= time {
+                low = from;
+            } else {
+                high = from - 1;
+            }
+        }
+        low + partition_point(high - low, |i| self.block(low + 1 + i).first() <= time)
     }
 
     /// Live entries later than `floor`.
@@ -602,6 +619,10 @@ impl<'a> Log<'a> {
 }
 
 /// The extent of block `index` in a value of `len` bytes (empty past it).
+/// The newest blocks between head and tail that a search for a time
+/// looks at first.
+const SEARCHED_FIRST: usize = 32;
+
 fn extent_of(len: usize, index: usize) -> Range<usize> {
     let start = (HEADER_LEN + index * BLOCK).min(len);
     start..(start + BLOCK).min(len)

@@ -820,6 +820,69 @@ fn damaged_packed_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
     assert_eq!(module.0[2], wrongtype, "SWL.ENTRIES reads every block");
 }
 
+/// Blocks between the head and the tail are not checked by a call (only
+/// SWL.ENTRIES reads them all), so a first time or a rank another writer
+/// damaged there is read as it lies: the module and the library search
+/// the blocks in the same order and read it alike, in counts (PEEK at
+/// floors across the log), in the entry a wait is for, and in a refund.
+#[test]
+fn damaged_blocks_between_head_and_tail_are_read_alike() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    // 8,000 entries a second apart: over 40 blocks.
+    let mut pipe = redis::pipe();
+    for i in 0..8000u64 {
+        pipe.cmd("SWL.CHECK")
+            .arg("log")
+            .arg(1u64 << 40)
+            .arg(100_000)
+            .arg(1_000_000 + i * 1000);
+    }
+    let _: Vec<Value> = pipe.query(&mut con).unwrap();
+    let log: Vec<u8> = redis::cmd("GET").arg("log").query(&mut con).unwrap();
+    let tail = u32::from_le_bytes(log[16..20].try_into().unwrap()) as usize;
+    assert!(tail > 40, "{tail} blocks after the first");
+    let newest = 1_000_000 + 7999 * 1000;
+    let damages: [(usize, &[u8]); 4] = [
+        (0, &[0; 7]),
+        (0, &[0, 0, 0, 0, 0, 4, 0]),
+        (8, &[0; 4]),
+        (8, &[0, 0, 0xff, 0x7f]),
+    ];
+    let mut differing = Vec::new();
+    for block in (1..tail).step_by(3) {
+        for (at, bytes) in damages {
+            let value = with_bytes(log.clone(), 24 + block * 256 + at, bytes);
+            let mut outcomes = Vec::new();
+            for module in [true, false] {
+                let _: () = redis::cmd("SET")
+                    .arg("k")
+                    .arg(&value)
+                    .query(&mut con)
+                    .unwrap();
+                let mut replies = Vec::new();
+                for back in [100, 2000, 4000, 6000, 7900] {
+                    let window = (back * 1000).to_string();
+                    let args = to_strings(&[&window, "7999", &newest.to_string()]);
+                    replies.push(call(&mut con, module, Op::Peek, "k", &args));
+                }
+                let args = to_strings(&["4000000", "100000", &newest.to_string()]);
+                replies.push(call(&mut con, module, Op::Refund, "k", &args));
+                let left: Vec<u8> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+                outcomes.push((replies, left));
+            }
+            if outcomes[0] != outcomes[1] {
+                differing.push(format!(
+                    "block {block}, bytes {at}: {:?}: {:?} / {:?}",
+                    bytes, outcomes[0].0, outcomes[1].0
+                ));
+            }
+        }
+    }
+    assert!(differing.is_empty(), "read differently: {differing:?}");
+}
+
 #[test]
 fn a_denied_log_changed_by_another_tool_is_read_as_it_now_is() {
     let server = Server::with(Encoding::Compact1.config());
