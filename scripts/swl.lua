@@ -1186,13 +1186,6 @@ local function p_extent(len, index)
   return start, stop - start
 end
 
-local function p_blocks_in(len)
-  local room = len - P_HEADER
-  if room < 0 then return 0 end
-  local rest = room % P_BLOCK
-  return (room - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
-end
-
 -- A block as a table: its bytes t[1..e] and its fields.
 local function p_block(bytes, from, to)
   local t = { string.byte(bytes, from or 1, to or -1) }
@@ -1731,6 +1724,14 @@ local function p_head_offset()
   return (p_head_rank - p_block_at(p_head_block).before) % TWO_32
 end
 
+-- The newest time of `head`, where it holds the head at `rank` (its ends
+-- checked, the rank among its entries) and starts no later than the tail
+-- block `last`: what parsing checks of a head block; nil otherwise.
+local function p_head_ends(head, rank, last)
+  if (rank - head.before) % TWO_32 >= head.n or last.first < head.first then return nil end
+  return p_check_ends(head)
+end
+
 -- Parses the header, the head block and the tail block; false for bytes
 -- that are not a packed log.
 local function p_parse()
@@ -1751,13 +1752,10 @@ local function p_parse()
   if head_block > tail or tail >= blocks then return false end
   p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
   local head = p_block_at(head_block)
-  local newest = p_check_ends(head)
+  local last = tail ~= head_block and p_block_at(tail) or head
+  local newest = p_head_ends(head, head_rank, last)
   if not newest then return false end
-  if (head_rank - head.before) % TWO_32 >= head.n then return false end
-  local last = head
-  if tail ~= head_block then
-    last = p_block_at(tail)
-    if last.first < head.first then return false end
+  if last ~= head then
     newest = p_check_ends(last)
     if not newest then return false end
   end
@@ -1950,9 +1948,7 @@ local function p_move_head(dropped)
   -- What the module's next parse checks of a new head block (a block
   -- between head and tail that another writer damaged may be found
   -- here): a call that fails it replies WRONGTYPE and writes nothing.
-  local head = p_block_at(block)
-  if not p_check_ends(head) or (p_head_rank - head.before) % TWO_32 >= head.n
-      or (block ~= p_tail and p_block_at(p_tail).first < head.first) then
+  if not p_head_ends(p_block_at(block), p_head_rank, p_block_at(p_tail)) then
     p_damaged = true
     return
   end
@@ -2208,11 +2204,10 @@ function Packed:record(at, count)
     return
   end
   if not p_changeable() then return end
+  -- What the tail block would need, where it cannot take them.
   local needed
   if at >= p_newest then
-    local offset, bytes, tail
-    offset, bytes, tail = p_append(at, count)
-    if not offset then needed = bytes end
+    local offset, bytes, tail = p_append(at, count)
     if offset then
       p_write_pending_head()
       redis.call('SETRANGE', p_key, num(offset), bytes)
@@ -2228,6 +2223,7 @@ function Packed:record(at, count)
       p_newest, p_live = at, p_live + count
       return
     end
+    needed = bytes
   end
   -- Growth, and the append tried again, unless no copy could take them:
   -- several entries (one opens a block) that a whole tail block would not

@@ -473,8 +473,8 @@ impl<'a> Log<'a> {
         end.wrapping_sub(self.head_rank) as usize
     }
 
-    /// The block holding the live entry at `rank`.
-    /// The head block and the tail block first (parsing read both), then
+    /// The block holding the live entry at `rank`: the head block and the
+    /// tail block first (parsing read both), then
     /// a binary search of the ranks of the blocks between; the function
     /// library searches in the same order, so that both read a block
     /// another writer damaged alike.
@@ -618,11 +618,11 @@ impl<'a> Log<'a> {
     }
 }
 
-/// The extent of block `index` in a value of `len` bytes (empty past it).
 /// The newest blocks between head and tail that a search for a time
 /// looks at first.
 const SEARCHED_FIRST: usize = 32;
 
+/// The extent of block `index` in a value of `len` bytes (empty past it).
 fn extent_of(len: usize, index: usize) -> Range<usize> {
     let start = (HEADER_LEN + index * BLOCK).min(len);
     start..(start + BLOCK).min(len)
