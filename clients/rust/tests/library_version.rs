@@ -66,19 +66,26 @@ async fn client(server: &Server) -> Swl<redis::aio::MultiplexedConnection> {
     Swl::new(client.get_multiplexed_async_connection().await.unwrap())
 }
 
-#[tokio::test]
-async fn a_newer_library_is_never_replaced() {
+/// A server (no module) with `code` loaded as its library, a client of
+/// it, and the client's first check, which uses that library as it is,
+/// as any library loaded already.
+async fn serving(code: &str) -> (Server, Swl<redis::aio::MultiplexedConnection>) {
     let server = Server::start(false, Encoding::Compact);
-    let newer = library_of("9.9.9");
-    load(&server, &newer);
+    load(&server, code);
     let swl = client(&server).await;
-    // The check uses it as it is.
     assert!(
         swl.check("k", 1000, 3, &Options::new())
             .await
             .unwrap()
             .allowed
     );
+    (server, swl)
+}
+
+#[tokio::test]
+async fn a_newer_library_is_never_replaced() {
+    let newer = library_of("9.9.9");
+    let (server, swl) = serving(&newer).await;
     swl.load_library(false).await.unwrap();
     swl.load_library(true).await.unwrap();
     // Asked each time, and nothing loaded but the test's own.
@@ -94,16 +101,8 @@ async fn a_newer_library_is_never_replaced() {
 async fn a_newer_library_without_a_function_is_kept_too() {
     // A client replaces a library that lacks a function it calls, unless
     // the library is newer than its own: the call fails instead.
-    let server = Server::start(false, Encoding::Compact);
     let newer = library_of("9.9.9").replace("'swl_peek'", "'swl_peek_renamed'");
-    load(&server, &newer);
-    let swl = client(&server).await;
-    assert!(
-        swl.check("k", 1000, 3, &Options::new())
-            .await
-            .unwrap()
-            .allowed
-    );
+    let (server, swl) = serving(&newer).await;
     let error = swl.peek("k", 1000, 3, &Options::new()).await.unwrap_err();
     assert!(
         error
@@ -121,16 +120,7 @@ async fn an_older_library_is_used_and_replaced_on_request() {
         (library_of("0.0.1"), Some("0.0.1")),
         (without_swl_version(&library_of("0.3.0")), None),
     ] {
-        let server = Server::start(false, Encoding::Compact);
-        load(&server, &older);
-        let swl = client(&server).await;
-        // Used as it is, as any library loaded already.
-        assert!(
-            swl.check("k", 1000, 3, &Options::new())
-                .await
-                .unwrap()
-                .allowed
-        );
+        let (server, swl) = serving(&older).await;
         swl.load_library(false).await.unwrap();
         assert_eq!(loaded_code(&server), older);
         assert_eq!(loaded_version(&server).ok().as_deref(), answer);
