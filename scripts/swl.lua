@@ -1127,6 +1127,8 @@ do
 
 local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
 local P_MAX_L, P_MAX_N = 52, 65535
+-- The entries a whole block can hold: one high bit each, no low bits.
+local P_MOST_PER_BLOCK = (P_BLOCK - 16) * 8
 -- The blocks after the one a time goes into that are coded anew with it
 -- rather than moved (the module's RECODED_AFTER_AT_MOST).
 local P_RECODED_AFTER_AT_MOST = 2
@@ -1725,10 +1727,17 @@ local function p_head_offset()
 end
 
 -- The newest time of `head`, where it holds the head at `rank` (its ends
--- checked, the rank among its entries) and starts no later than the tail
--- block `last`: what parsing checks of a head block; nil otherwise.
-local function p_head_ends(head, rank, last)
-  if (rank - head.before) % TWO_32 >= head.n or last.first < head.first then return nil end
+-- checked, the rank among its entries), starts no later than the tail
+-- block `last`, and `last`'s rank lies past the head block's live entries
+-- by no more than the `between` blocks between them can hold (-1: they
+-- are one block): what parsing checks of a head block; nil otherwise.
+local function p_head_ends(head, rank, last, between)
+  local offset = (rank - head.before) % TWO_32
+  if offset >= head.n or last.first < head.first then return nil end
+  if between >= 0 then
+    local past = (last.before - rank) % TWO_32 - (head.n - offset)
+    if past < 0 or past > between * P_MOST_PER_BLOCK then return nil end
+  end
   return p_check_ends(head)
 end
 
@@ -1753,7 +1762,7 @@ local function p_parse()
   p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
   local head = p_block_at(head_block)
   local last = tail ~= head_block and p_block_at(tail) or head
-  local newest = p_head_ends(head, head_rank, last)
+  local newest = p_head_ends(head, head_rank, last, tail - head_block - 1)
   if not newest then return false end
   if last ~= head then
     newest = p_check_ends(last)
@@ -1948,7 +1957,7 @@ local function p_move_head(dropped)
   -- What the module's next parse checks of a new head block (a block
   -- between head and tail that another writer damaged may be found
   -- here): a call that fails it replies WRONGTYPE and writes nothing.
-  if not p_head_ends(p_block_at(block), p_head_rank, p_block_at(p_tail)) then
+  if not p_head_ends(p_block_at(block), p_head_rank, p_block_at(p_tail), p_tail - block - 1) then
     p_damaged = true
     return
   end
@@ -2190,7 +2199,7 @@ end
 function Packed:record(at, count)
   if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
   if not p_exists and not p_damaged then
-    if count <= 8 * (P_BLOCK - 16) then
+    if count <= P_MOST_PER_BLOCK then
       local value = p_new_of(at, count)
       p_head_pending, p_start = false, false
       redis.call('SET', p_key, value, 'KEEPTTL')

@@ -82,6 +82,8 @@ pub const MIN_EXTENT: usize = 32;
 pub const MIN_LEN: usize = HEADER_LEN + MIN_EXTENT;
 const MAX_L: u32 = 52;
 const MAX_N: usize = u16::MAX as usize;
+/// The entries a whole block can hold: one high bit each, and no low bits.
+const MOST_PER_BLOCK: usize = (BLOCK - BLOCK_HEADER) * 8;
 
 /// One block's bytes: its extent, 32 to 256 bytes.
 #[derive(Debug, Clone, Copy)]
@@ -421,6 +423,17 @@ impl<'a> Log<'a> {
         if tail_block.first() < head.first() {
             return Err(FormatError::Slots);
         }
+        // The tail block's rank lies past the head block's live entries, by
+        // no more than the blocks between can hold: searches by rank then
+        // stay among the blocks.
+        if tail != head_block {
+            let head_live = head.n() - log.head_offset();
+            let tail_rank = tail_block.before().wrapping_sub(log.head_rank) as usize;
+            let between = tail - head_block - 1;
+            if tail_rank < head_live || tail_rank - head_live > between * MOST_PER_BLOCK {
+                return Err(FormatError::Head);
+            }
+        }
         Ok(log)
     }
 
@@ -487,7 +500,9 @@ impl<'a> Log<'a> {
             return tail;
         }
         let low = head + 1;
-        low + partition_point(tail - 1 - low, |i| self.rank_of(low + 1 + i) <= rank)
+        low + partition_point((tail - 1).saturating_sub(low), |i| {
+            self.rank_of(low + 1 + i) <= rank
+        })
     }
 
     /// The time of the live entry at `rank`, 0 the oldest. Bits that do not
@@ -1160,6 +1175,36 @@ mod tests {
         assert_eq!(value[59], 1);
         assert!(value[40..59].iter().all(|&b| b == 0));
         assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![100_000]));
+    }
+
+    #[test]
+    fn a_tail_rank_past_what_the_blocks_between_hold_is_refused() {
+        // Entries a second apart until the log has three blocks.
+        let mut value = new_log(1_000_000, 1);
+        let mut time = 1_000_000;
+        while Log::parse(&value).unwrap().tail < 2 {
+            time += 1000;
+            if let Change::Replace(grown) = record(Some(&mut value), time, 1).unwrap() {
+                value = grown;
+            }
+        }
+        let head_n = Log::parse(&value).unwrap().block(0).n() as u32;
+        let at = extent_of(value.len(), 2).start + BEFORE_AT.start;
+        let rank = read_u32(&value[at..at + 4]);
+        assert!(rank > head_n && rank <= head_n + MOST_PER_BLOCK as u32);
+        // Block 1 holds at least none and at most a whole block's entries.
+        let most = head_n + MOST_PER_BLOCK as u32;
+        for (stored, parses) in [
+            (head_n, true),
+            (most, true),
+            (head_n - 1, false),
+            (most + 1, false),
+            (u32::MAX, false),
+        ] {
+            let mut damaged = value.clone();
+            damaged[at..at + 4].copy_from_slice(&stored.to_le_bytes());
+            assert_eq!(Log::parse(&damaged).is_ok(), parses, "tail rank {stored}");
+        }
     }
 
     #[test]

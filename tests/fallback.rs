@@ -1778,3 +1778,109 @@ fn one_window_calls_issue_the_fewest_commands() {
         );
     });
 }
+
+/// A packed log of `entries` a `step` apart through the module, then a
+/// check that trims it to the newest `kept` (all where `kept` is 0): its
+/// bytes and its newest time.
+fn packed_log_of(con: &mut Connection, entries: u64, step: u64, kept: u64) -> (Vec<u8>, u64) {
+    let _: () = redis::cmd("DEL").arg("log").query(con).unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..entries {
+        pipe.cmd("SWL.CHECK")
+            .arg("log")
+            .arg(1u64 << 40)
+            .arg(100_000)
+            .arg(1_000_000 + i * step);
+    }
+    let mut newest = 1_000_000 + (entries - 1) * step;
+    if kept > 0 {
+        newest += step;
+        pipe.cmd("SWL.CHECK")
+            .arg("log")
+            .arg(kept * step)
+            .arg(100_000)
+            .arg(newest);
+    }
+    let _: Vec<Value> = pipe.query(con).unwrap();
+    let log: Vec<u8> = redis::cmd("GET").arg("log").query(con).unwrap();
+    (log, newest)
+}
+
+/// Parsing checks the head block and the tail block (their ends, the head
+/// within the first, the rank of the second past it). Any byte of either
+/// damaged, a call is refused with WRONGTYPE or replies, the same in the
+/// module and the library, and leaves the same bytes: among them a tail
+/// block's rank past what the blocks between hold, which the module once
+/// searched beyond the value.
+#[test]
+fn damaged_head_and_tail_blocks_are_refused_or_read_alike() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let mut differing = Vec::new();
+    // Two blocks; three, the head moved into the second; two, the head
+    // moved into the first.
+    for (entries, step, kept) in [(300, 100, 0), (600, 37, 300), (2500, 7, 2000)] {
+        let (log, newest) = packed_log_of(&mut con, entries, step, kept);
+        let head = u32::from_le_bytes(log[12..16].try_into().unwrap()) as usize;
+        let tail = u32::from_le_bytes(log[16..20].try_into().unwrap()) as usize;
+        assert!(tail > head, "{entries} entries: blocks {head} to {tail}");
+        let block = |index: usize| 24 + index * 256..(24 + (index + 1) * 256).min(log.len());
+        let at = |offset: u64| (newest + offset).to_string();
+        let calls = [
+            (Op::Peek, to_strings(&["100000", "10", &at(0)])),
+            (Op::Check, to_strings(&["100000", "10", &at(5)])),
+            (
+                Op::Refund,
+                to_strings(&["100000", "10", &at(5), "COST", "3"]),
+            ),
+            (Op::Check, to_strings(&["1000000", "1000", &at(7)])),
+            (
+                Op::Check,
+                to_strings(&["1000000", "1000", &(newest - 100_000).to_string()]),
+            ),
+            (
+                Op::Check,
+                to_strings(&["100000", "1000", &at(90_000), "COST", "2"]),
+            ),
+        ];
+        for byte in block(head).chain(block(tail)) {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut value = log.clone();
+                value[byte] ^= flip;
+                for (op, args) in &calls {
+                    let mut outcomes = Vec::new();
+                    for module in [true, false] {
+                        let _: () = redis::cmd("SET")
+                            .arg("k")
+                            .arg(&value)
+                            .query(&mut con)
+                            .unwrap();
+                        let reply = call(&mut con, module, *op, "k", args);
+                        if let Err(error) = &reply {
+                            assert!(
+                                error.starts_with("WRONGTYPE"),
+                                "byte {byte} ^ {flip:#x}, {op:?} {args:?}: {error}"
+                            );
+                        }
+                        let left: Option<Vec<u8>> =
+                            redis::cmd("GET").arg("k").query(&mut con).unwrap();
+                        outcomes.push((reply, left));
+                    }
+                    if outcomes[0] != outcomes[1] {
+                        differing.push(format!(
+                            "{entries} entries, byte {byte} ^ {flip:#x}, {op:?} {args:?}: {:?} / {:?}",
+                            outcomes[0].0, outcomes[1].0
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        differing.is_empty(),
+        "{} read differently: {:?}",
+        differing.len(),
+        &differing[..differing.len().min(10)]
+    );
+}
