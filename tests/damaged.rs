@@ -184,7 +184,8 @@ fn a_time_before_the_base_of_a_damaged_log_is_refused() {
     }
 }
 
-/// Random logs, one to three bytes of their slots or header damaged, then
+/// Random logs (some of several blocks), one to three bytes of their
+/// slots, block headers or header damaged, then
 /// random checks and refunds: a call either replies or is refused with
 /// the value untouched, and after any admitted reply the log holds `cost`
 /// more entries at `now` than before.
@@ -206,25 +207,44 @@ fn admitted_replies_recorded(encoding: Encoding) {
         let key = "f";
         let _: () = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
         let mut now = T;
-        for _ in 0..1 + rng.below(40) {
+        // One round in three a log of several blocks (in format version 2),
+        // its calls sent at once.
+        let calls = if round % 3 == 2 {
+            100 + rng.below(1400)
+        } else {
+            1 + rng.below(40)
+        };
+        let mut pipe = redis::pipe();
+        for _ in 0..calls {
             now += rng.below(50);
             let cost = (1 + rng.below(3)).to_string();
-            call(
-                &mut con,
-                via,
-                "check",
-                key,
-                &strings(&["100000", "1000", &now.to_string(), "COST", &cost]),
-            )
-            .unwrap();
+            pipe.add_command(swl_command(matches!(via, Via::Library), "check", key))
+                .arg(strings(&[
+                    "100000",
+                    "10000",
+                    &now.to_string(),
+                    "COST",
+                    &cost,
+                ]));
         }
+        let _: Vec<Vec<i64>> = pipe.query(&mut con).unwrap();
         let mut value = get(&mut con, key);
         for _ in 0..1 + rng.below(3) {
-            let at = if rng.below(4) == 0 {
-                rng.below(value.len() as u64)
-            } else {
-                24 + rng.below(value.len() as u64 - 24)
-            } as usize;
+            let at = match rng.below(4) {
+                0 => rng.below(value.len() as u64) as usize,
+                // In format version 2, a block's header (its first time, `l`,
+                // rank and counts): the tail block's or any other's.
+                1 if encoding == Encoding::Compact => {
+                    let tail = u32::from_le_bytes(value[16..20].try_into().unwrap()) as u64;
+                    let block = if rng.below(2) == 0 {
+                        tail
+                    } else {
+                        rng.below(tail + 1)
+                    } as usize;
+                    (24 + block * 256 + rng.below(16) as usize).min(value.len() - 1)
+                }
+                _ => 24 + rng.below(value.len() as u64 - 24) as usize,
+            };
             value[at] = rng.below(256) as u8;
         }
         let _: () = redis::cmd("SET")
@@ -239,9 +259,16 @@ fn admitted_replies_recorded(encoding: Encoding) {
             };
             let most = if rng.below(4) == 0 { 200 } else { 3 };
             let cost = 1 + rng.below(most);
+            // Limits up to a few blocks' entries, so that a denial's wait
+            // is read from any block.
+            let limit = if rng.below(3) == 0 {
+                rng.below(3000)
+            } else {
+                rng.below(300)
+            };
             let mut args = strings(&[
                 &(1000 + rng.below(200_000)).to_string(),
-                &rng.below(300).to_string(),
+                &limit.to_string(),
                 &now.to_string(),
                 "COST",
                 &cost.to_string(),
