@@ -266,6 +266,10 @@ describe('RateLimiterSwl', () => {
       const insuranceLimiter = new RateLimiterMemory({ points: 3, duration: 60 });
       const rl = new RateLimiterSwl({ storeClient: client, points: 5, duration: 60, rejectIfRedisNotReady: true, insuranceLimiter });
       assert.deepEqual(await rl.consume('user'), res(4, 60000, 1, true));
+      // The server stops listening before it dies: the client reconnects at
+      // once, and could otherwise reach the dying server's listener and
+      // count itself ready on a socket that is then reset.
+      await client.sendCommand(['CONFIG', 'SET', 'port', '0']);
       const down = new Promise((resolve) => { client.once('reconnecting', resolve); });
       await server.kill();
       await down;
