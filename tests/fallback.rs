@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::ops::RangeInclusive;
+
 use redis::{Connection, RedisResult, Value};
 use support::{
     check_result, contents, error_text, expire_time, for_each_encoding, load_library, scores,
@@ -59,6 +61,10 @@ fn entries_reply(con: &mut Connection, module: bool, key: &str) -> Result<Value,
     reply.map_err(|e| error_text(&e))
 }
 
+/// Waits under which the library checks whether the server's clock has
+/// reached the expiry it sets (the library's EXPIRY_CHECKED_BELOW_MS).
+const EXPIRY_CHECKED_BELOW_MS: i64 = 10;
+
 /// The three keys one step works on: checked by the module only, by the
 /// library only, and by whichever the step picks (handed back and forth).
 struct Keys {
@@ -94,15 +100,18 @@ struct Call {
 impl Call {
     /// Expiry after a check is either the one before (kept) or the
     /// server's time during the call plus reset_after_ms (set), for the
-    /// module and the library alike. A peek or an error keeps it; so does
-    /// a trim that emptied the log, which has none.
+    /// module and the library alike (the library's a millisecond later
+    /// where that time is one its clock has reached, see
+    /// refund_expiries_agree). A peek or an error keeps it; so does a trim
+    /// that emptied the log, which has none.
     fn expiry(&self, op: Op) -> Expiry {
         let kept = self.before == self.after;
         let set = match &self.reply {
             _ if self.after == -2 => return Expiry::Either,
             Ok(reply) if op == Op::Check => {
                 let earliest = self.started as i64 + reply[4];
-                let latest = self.ended as i64 + reply[4];
+                let later = i64::from(reply[4] < EXPIRY_CHECKED_BELOW_MS);
+                let latest = self.ended as i64 + reply[4] + later;
                 (earliest..=latest).contains(&self.after)
             }
             _ => false,
@@ -119,14 +128,23 @@ impl Call {
 /// A refund sets the expiry to when the newest entry it leaves leaves the
 /// window: a time its reply does not give. Over logs left alike, it is the
 /// same span after each call's clock: `other` must agree with the
-/// module's `call` on some span.
+/// module's `call` on some span. The library puts an expiry of a span
+/// under EXPIRY_CHECKED_BELOW_MS that its clock has reached a millisecond
+/// later (Redis would delete the key at once, where the module's key lives
+/// to the end of that millisecond): there, a span one less agrees too.
 fn refund_expiries_agree(module: &Call, other: &Call) -> bool {
     if module.after < 0 || other.after < 0 {
         return module.after == other.after;
     }
-    let span = |call: &Call| (call.after - call.ended as i64)..=(call.after - call.started as i64);
-    let (a, b) = (span(module), span(other));
-    a.start() <= b.end() && b.start() <= a.end()
+    let span = |call: &Call, later: i64| {
+        (call.after - later - call.ended as i64)..=(call.after - later - call.started as i64)
+    };
+    let overlap = |a: &RangeInclusive<i64>, b: &RangeInclusive<i64>| {
+        a.start() <= b.end() && b.start() <= a.end()
+    };
+    let spans = span(module, 0);
+    overlap(&spans, &span(other, 0))
+        || (*spans.start() < EXPIRY_CHECKED_BELOW_MS && overlap(&spans, &span(other, 1)))
 }
 
 #[derive(Debug, PartialEq, Clone, Copy)]
