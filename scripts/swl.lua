@@ -2306,6 +2306,13 @@ function Packed:drop_newest(count)
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
   if p_oldest and keep == 0 then p_oldest = false end
+  -- What the module's next parse checks of the new tail block (a block
+  -- between that another writer damaged may be found here): where it
+  -- fails, the module reads no log, and neither does the rest of the call.
+  if not p_head_ends(p_block_at(p_head_block), p_head_rank, b, index - p_head_block - 1)
+      or not p_check_ends(b) then
+    p_valid = false
+  end
 end
 
 function Packed:finish()

@@ -842,7 +842,9 @@ fn damaged_packed_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
 /// SWL.ENTRIES reads them all), so a first time or a rank another writer
 /// damaged there is read as it lies: the module and the library search
 /// the blocks in the same order and read it alike, in counts (PEEK at
-/// floors across the log), in the entry a wait is for, and in a refund.
+/// floors across the log), in the entry a wait is for, and in refunds,
+/// also those that make such a block the tail (checked then as parsing
+/// checks a tail block: where it fails, neither reads a log after).
 #[test]
 fn damaged_blocks_between_head_and_tail_are_read_alike() {
     let server = Server::with(Encoding::Compact.config());
@@ -887,7 +889,21 @@ fn damaged_blocks_between_head_and_tail_are_read_alike() {
                 }
                 let args = to_strings(&["4000000", "100000", &newest.to_string()]);
                 replies.push(call(&mut con, module, Op::Refund, "k", &args));
-                let left: Vec<u8> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+                let mut left: Vec<Option<Vec<u8>>> = Vec::new();
+                left.push(redis::cmd("GET").arg("k").query(&mut con).unwrap());
+                // Refunds that move the tail back into the blocks before:
+                // the new tail block is checked as parsing checks it.
+                for cost in ["300", "700", "1500"] {
+                    let _: () = redis::cmd("SET")
+                        .arg("k")
+                        .arg(&value)
+                        .query(&mut con)
+                        .unwrap();
+                    let args =
+                        to_strings(&["4000000", "100000", &newest.to_string(), "COST", cost]);
+                    replies.push(call(&mut con, module, Op::Refund, "k", &args));
+                    left.push(redis::cmd("GET").arg("k").query(&mut con).unwrap());
+                }
                 outcomes.push((replies, left));
             }
             if outcomes[0] != outcomes[1] {
