@@ -1768,9 +1768,10 @@ local function p_parse()
     newest = p_check_ends(last)
     if not newest then return false end
   end
-  -- The oldest entry, where it is the head block's first (as p_oldest_time).
-  p_newest, p_oldest = newest, head_rank == head.before and head.first
+  -- The oldest entry, where it is the only one or the head block's first
+  -- (as p_oldest_time).
   p_live = ((last.before + last.n) - head_rank) % TWO_32
+  p_newest, p_oldest = newest, p_live == 1 and newest or head_rank == head.before and head.first
   return true
 end
 
@@ -1799,12 +1800,20 @@ local function p_time_at(rank)
   return t or MAX_MS
 end
 
--- The oldest live entry: the head block's first time where the head is
--- that block's first entry, otherwise a select.
+-- The oldest live entry, as the module's time_at(0): the newest where it
+-- is the only one, the head block's first time where the head is that
+-- block's first entry, otherwise a select (which may read bits another
+-- writer damaged: the order keeps both reading the same ones).
 local function p_oldest_time()
   if not p_oldest then
     local head = p_block_at(p_head_block)
-    if p_head_rank == head.before then p_oldest = head.first else p_oldest = p_time_at(0) end
+    if p_live == 1 then
+      p_oldest = p_newest
+    elseif p_head_rank == head.before then
+      p_oldest = head.first
+    else
+      p_oldest = p_time_at(0)
+    end
   end
   return p_oldest
 end
@@ -2305,7 +2314,11 @@ function Packed:drop_newest(count)
   b.n, b.top, b.s = keep_n, last_kept - (keep_n - 1), false
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
-  if p_oldest and keep == 0 then p_oldest = false end
+  -- (Read again as the module's parse would: see p_oldest_time.) A trim's
+  -- floor no longer tells the count above it: the newest entry may now be
+  -- at or below it, where the module counts none above (another writer's
+  -- low fields can stop a trim's count short).
+  p_oldest, p_trimmed_to = false, false
   -- What the module's next parse checks of the new tail block (a block
   -- between that another writer damaged may be found here): where it
   -- fails, the module reads no log, and neither does the rest of the call.
