@@ -1119,9 +1119,10 @@ module's exact bytes. A block is read once per call, as a table of its
 bytes (one string.byte), and scanned with table lookups rather than calls:
 each call, lookup and table shows at this rate. ]]
 
--- The packed log in a key (see open_packed), and what a call read of one,
--- dropped when it ends: its locals are kept to this block.
-local packed_log, packed_release
+-- The packed log in a key (packed.log, see open_packed), the usual check
+-- on one (packed.check_one), and what a call read of one, dropped when it
+-- ends (packed.release): their locals are kept to this block.
+local packed = {}
 do
 
 
@@ -1188,21 +1189,23 @@ local function p_extent(len, index)
   return start, stop - start
 end
 
--- A block as a table: its bytes t[1..e] and its fields.
-local function p_block(bytes, from, to)
+-- A block as a table: its bytes t[1..e] and its fields; in `into` where
+-- given (a table a call reuses rather than makes).
+local function p_block(bytes, from, to, into)
   local t = { string.byte(bytes, from or 1, to or -1) }
   local l = t[8]
   -- (t[8] itself is what validation checks against P_MAX_L.)
   if l > 63 then l = 63 end
-  return {
-    t = t, e = #t, s = not from and bytes,
-    first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
-      + t[6] * 1099511627776 + t[7] * 281474976710656,
-    l = l,
-    before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216,
-    n = t[13] + t[14] * 256,
-    top = t[15] + t[16] * 256,
-  }
+  local first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
+    + t[6] * 1099511627776 + t[7] * 281474976710656
+  local before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216
+  local n, top = t[13] + t[14] * 256, t[15] + t[16] * 256
+  if into then
+    into.t, into.e, into.s, into.first, into.l = t, #t, not from and bytes, first, l
+    into.before, into.n, into.top = before, n, top
+    return into
+  end
+  return { t = t, e = #t, s = not from and bytes, first = first, l = l, before = before, n = n, top = top }
 end
 
 -- Entry i's low part.
@@ -1336,7 +1339,13 @@ local function p_check_ends(b)
   if t[e - (j - r) / 8] % POW2[r + 1] < POW2[r] then return nil end
   local time = b.first + top
   if l > 0 then
-    if p_low(b, 0) ~= 0 then return nil end
+    -- Entry 0's low field is zero: its first `l` bits, read as one number
+    -- where they lie in four bytes (a block has at least 32).
+    if l <= 32 then
+      if (t[17] + t[18] * 256 + t[19] * 65536 + t[20] * 16777216) % POW2[l] ~= 0 then return nil end
+    elseif p_low(b, 0) ~= 0 then
+      return nil
+    end
     time = b.first + top * POW2[l] + p_low(b, n - 1)
   end
   if time > MAX_MS then return nil end
@@ -2004,10 +2013,9 @@ local function p_copied(len)
 end
 
 -- Records one entry at `at`, no older than the newest, into the tail block
--- or a free block after it: the bytes to write at an offset, and the tail
--- where it moves; nil where neither takes it.
-local function p_append(at, count)
-  local tail = p_block_at(p_tail)
+-- (`tail`, its table) or a free block after it: the bytes to write at an
+-- offset, and the tail where it moves; nil where neither takes it.
+local function p_append(tail, at, count)
   local first, n, l = tail.first, tail.n, tail.l
   -- A head block whose entries all sit at its first time takes `l` from
   -- the gap to this one (as the module's append).
@@ -2046,8 +2054,9 @@ local function p_append(at, count)
         p_set_high_bit(t, e, h + i)
       end
     end
-    tail.n, tail.top, tail.s = n + count, h, false
-    t[13], t[14] = (n + count) % 256, (n + count - (n + count) % 256) / 256
+    local m = n + count
+    tail.n, tail.top, tail.s = m, h, false
+    t[13], t[14] = m % 256, (m - m % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
     -- The changed bytes, from the counters to the high bit: for one entry
     -- its low field and its high byte written, the bytes between as they
@@ -2225,7 +2234,7 @@ function Packed:record(at, count)
   -- What the tail block would need, where it cannot take them.
   local needed
   if at >= p_newest then
-    local offset, bytes, tail = p_append(at, count)
+    local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
     if offset then
       p_write_pending_head()
       redis.call('SETRANGE', p_key, num(offset), bytes)
@@ -2256,7 +2265,7 @@ function Packed:record(at, count)
     local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
     p_value, p_len = grown, #grown
     if p_parse() then
-      local offset, bytes, tail = p_append(at, count)
+      local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
       if offset then
         grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
         if tail then grown = string.sub(grown, 1, 16) .. struct.pack('<I4', tail) .. string.sub(grown, 21) end
@@ -2328,15 +2337,20 @@ function Packed:drop_newest(count)
   end
 end
 
+-- Keeps the parse of a value that a call left as it found it.
+local function p_remember(value, head_rank, head_block, tail, blocks, newest, oldest, live)
+  if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
+  p_parses[value] = { head_rank, head_block, tail, blocks, newest, oldest, live }
+  p_parses_kept = p_parses_kept + 1
+end
+
 function Packed:finish()
   if p_damaged then return false end
   local moved = p_head_pending
   p_write_pending_head()
   local opened = p_opened
   if not moved and opened and p_value == opened and p_valid and not p_parses[opened] then
-    if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
-    p_parses[opened] = { p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live }
-    p_parses_kept = p_parses_kept + 1
+    p_remember(opened, p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live)
   end
   return true
 end
@@ -2378,9 +2392,119 @@ function Packed:entries()
   return live
 end
 
-packed_log = open_packed
-packed_release = function()
+-- The one block packed.check_one reads: its table, kept from call to call.
+packed.block = { t = false, e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 }
+
+-- One check of one window and cost 1 on a packed log of one block, read
+-- whole in `value` (the usual call), taken straight through: the head
+-- moved past entries at or below `floor`, and an admitted entry appended
+-- into the block, with one SETRANGE; the same checks and the same bytes
+-- as open_packed, trim_through, count_above and record. Nil, having
+-- written nothing, where the call is not that one (the log empties or
+-- grows, the entry is older than the newest, the value is anything else).
+-- Otherwise whether it admitted, the count after the call, the newest
+-- entry, and for a denial the entry its wait is for (rank len - limit),
+-- having kept nothing it read (packed.release is not needed).
+packed.check_one = function(key, value, floor, limit, now)
+  local one = packed.block
+  local len = #value
+  if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string.byte(value, 5) ~= 2 then return nil end
+  local stop = P_HEADER + P_BLOCK
+  if stop > len then stop = len end
+  -- The parse: kept for these bytes (a denial's, mostly), or made here
+  -- with parsing's checks. Its block is read where the call needs it.
+  local known = p_parses[value]
+  local head_rank, blocks, newest, oldest, live, b, offset
+  if known then
+    if known[2] ~= 0 or known[3] ~= 0 then return nil end
+    head_rank, blocks, newest, oldest, live = known[1], known[4], known[5], known[6], known[7]
+  else
+    local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
+      struct.unpack('<c4BBHI4I4I4I4', value)
+    if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
+        or head_block ~= 0 or tail ~= 0 then
+      return nil
+    end
+    b = p_block(value, P_HEADER + 1, stop, one)
+    -- (p_head_ends of one block.)
+    head_rank, offset = rank, (rank - b.before) % TWO_32
+    if offset >= b.n then return nil end
+    newest = p_check_ends(b)
+    if not newest then return nil end
+    live = b.n - offset
+    oldest = live == 1 and newest or offset == 0 and b.first
+  end
+  -- Trimmed, as trim_through (a floor below 0 trims nothing; one at or
+  -- past the newest entry empties the log).
+  local moved = false
+  if floor >= 0 then
+    if floor >= newest then return nil end
+    if not (oldest and floor < oldest) then
+      if not b then
+        b = p_block(value, P_HEADER + 1, stop, one)
+        offset = (head_rank - b.before) % TWO_32
+      end
+      -- (As p_oldest_time.)
+      oldest = oldest or live == 1 and newest or p_time_of(b, offset) or MAX_MS
+      if floor >= oldest then
+        local dropped = p_count_through_block(b, floor) - offset
+        if dropped >= live then return nil end
+        if dropped > 0 then
+          head_rank, offset, live = (head_rank + dropped) % TWO_32, offset + dropped, live - dropped
+          oldest, moved = false, true
+        end
+      end
+    end
+  end
+  if live + 1 > limit then
+    local score
+    if limit >= 1 then
+      -- The entry the wait is for (as score_at).
+      local rank = live - limit
+      if rank == live - 1 then
+        score = newest
+      elseif rank == 0 and oldest then
+        score = oldest
+      else
+        if not b then
+          b = p_block(value, P_HEADER + 1, stop, one)
+          offset = (head_rank - b.before) % TWO_32
+        end
+        score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
+      end
+    end
+    one.t, one.s = false, false
+    if moved then
+      redis.call('SETRANGE', key, '8', struct.pack('<I4I4', head_rank, 0))
+    elseif not known then
+      local rest = (len - P_HEADER) % P_BLOCK
+      blocks = (len - P_HEADER - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
+      p_remember(value, head_rank, 0, 0, blocks, newest, oldest, live)
+    end
+    return false, live, newest, score
+  end
+  if now < newest then return nil end
+  -- The append, as record's: in the block, or nothing written.
+  if not b then b = p_block(value, P_HEADER + 1, stop, one) end
+  -- (p_blocks 1: an entry the block does not take is left to record.)
+  p_value, p_len, p_tail, p_head_block, p_blocks = value, len, 0, 0, 1
+  local at, bytes, opened = p_append(b, now, 1)
+  if not at or opened then return nil end
+  -- Nothing read is kept: the call ends without packed.release.
+  p_value, one.t, one.s = false, false, false
+  if moved then
+    -- The moved head and the block's changed bytes: one range from the head.
+    bytes = struct.pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
+    at = 8
+  end
+  redis.call('SETRANGE', key, num(at), bytes)
+  return true, live + 1, now
+end
+
+packed.log = open_packed
+packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
+  packed.block.t, packed.block.s = false, false
 end
 end
 
@@ -2448,6 +2572,11 @@ local function waits_longer(retry, than)
   return retry > than
 end
 
+-- exactly_longer and what only it uses, kept to a block (a Lua chunk
+-- has at most 200 locals).
+local exactly_longer
+do
+
 -- Whether the wait for an entry at `score` to leave a window of `ms` at
 -- `now` reaches NEVER_MS, where the module stops counting: a score from
 -- 2^60 on, or ceil(score) + ms - now >= 2^54, compared by the sign of
@@ -2465,10 +2594,11 @@ end
 -- so the same window binds): ceil(s) + ms - now, capped at NEVER_MS as the
 -- module caps it, compared by the sign of the difference, whose two parts
 -- are exact.
-local function exactly_longer(score, ms, than_score, than_ms, now)
+exactly_longer = function(score, ms, than_score, than_ms, now)
   if never_leaves(than_score, than_ms, now) then return false end
   if never_leaves(score, ms, now) then return true end
   return (math.ceil(score) - math.ceil(than_score)) + (ms - than_ms) > 0
+end
 end
 
 -- The reply, from each window's count after the call and the log as it
@@ -2514,28 +2644,32 @@ local function verdict(log, windows, counts, now, cost, allowed, pending)
     newest and ms_until_left(newest, wide.ms, now) or 0, w.ms }
 end
 
--- The server's clock in milliseconds, and the first member the call would
--- add to a sorted set (see add_members).
+-- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
   local t = redis.call('TIME')
   local seconds, micros = t[1] + 0, t[2] + 0
-  return seconds * 1000 + (micros - micros % 1000) / 1000,
-    10000000000000 + ((seconds % 90000) * 1000000 + micros) * 1000
+  return seconds * 1000 + (micros - micros % 1000) / 1000, seconds, micros
+end
+
+-- The first member a call at the clock's `seconds` and `micros` would add
+-- to a sorted set (see add_members).
+local function first_member_at(seconds, micros)
+  return 10000000000000 + ((seconds % 90000) * 1000000 + micros) * 1000
 end
 
 -- The log in `key`: a sorted set, a compact log, or (no key) as ENCODING
 -- says; or an error reply. A call that trims to `floor` first asks the
 -- key with the command it needs anyway for new logs' encoding: a sorted
--- set is trimmed at once, a compact log's start is read. TYPE is asked
--- only where that does not tell.
-local function open_log(key, first_member, floor)
-  local start
+-- set is trimmed at once, a compact log's start is read (`start`: that
+-- GETRANGE's reply, where the call already asked it). TYPE is asked only
+-- where that does not tell.
+local function open_log(key, first_member, floor, start)
   if floor and ENCODING == 'zset' then
     if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
       return zset_log(key, first_member, floor)
     end
   elseif floor then
-    start = redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+    start = start or redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
     -- An empty reply is no key, or an empty string.
     if type(start) ~= 'string' or start == '' then start = nil end
   end
@@ -2550,7 +2684,7 @@ local function open_log(key, first_member, floor)
     end
     local log
     if version == 2 or (kind == 'none' and ENCODING == 'compact') then
-      log = packed_log(key, kind == 'string', start)
+      log = packed.log(key, kind == 'string', start)
     else
       log = compact_log(key, kind == 'string', start)
     end
@@ -2563,8 +2697,8 @@ end
 -- clock_ms, and with a penalty the key's expiry before the call), or nil
 -- and an error reply: arguments first, then the key's type. A call that
 -- `trims` has its log trimmed to the widest window where that is how the
--- key is asked.
-local function prepare(keys, args, command, clock_ms, first_member, trims)
+-- key is asked (`start` as open_log's).
+local function prepare(keys, args, command, clock_ms, first_member, trims, start)
   local windows, now, cost, penalize, oldest = parse(args, command)
   if not windows then return nil, redis.error_reply(now) end
   if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
@@ -2572,7 +2706,7 @@ local function prepare(keys, args, command, clock_ms, first_member, trims)
   -- A penalty may empty the log and write it anew, which drops the key's
   -- expiry; a denial must still not shorten the expiry it had.
   local expiry_before = penalize and redis.call('PEXPIRETIME', keys[1])
-  local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms)
+  local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms, start)
   if not log then return nil, failed end
   return log, windows, now, cost, penalize, expiry_before, oldest
 end
@@ -2602,10 +2736,50 @@ local function expire_in(key, ms, clock_ms)
   redis.call('PEXPIREAT', key, text)
 end
 
-local function swl_check(keys, args)
-  local clock_ms, first_member = server_clock()
+-- The usual check, one window and cost 1 on a packed log of one block,
+-- straight through (see packed.check_one): its reply, with the expiry
+-- swl_check would set; nil otherwise, having written nothing, and the
+-- reply of the GETRANGE of the value's start where it was asked.
+local function usual_check(key, args, clock_ms)
+  local window = parse_window(args[1], args[2])
+  if not window then return nil end
+  local now = args[3]
+  if now == '*' then
+    now = clock_ms
+  else
+    now = integer_of(now)
+    if not now or now > MAX_MS then return nil end
+  end
+  -- (An error reply, a table, has length 0: packed.check_one declines it.)
+  local start = redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+  local ms, limit = window.ms, window.limit
+  local allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+  if allowed == nil then return nil, start end
+  local left = count < limit and limit - count or 0
+  if allowed then
+    -- The entry at now is the newest: the key lives a window from it.
+    expire_in(key, ms, clock_ms)
+    return { 1, limit, left, -1, ms, ms }
+  end
+  -- As verdict's and swl_check's for a denial of one window.
+  local retry = -1
+  if limit >= 1 then
+    retry = ms_until_left(score, ms, now)
+    if retry < 1 then retry = 1 end
+  end
+  local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
+  local current = redis.call('PEXPIRETIME', key)
+  if current ~= -2 and (current < 0 or current < clock_ms + reset) then
+    expire_in(key, reset, clock_ms)
+  end
+  return { 0, limit, left, retry, reset, ms }
+end
+
+-- The check at `clock_ms` (and `seconds` and `micros`, the clock's parts),
+-- the value's `start` read where usual_check read it.
+local function swl_check(keys, args, clock_ms, seconds, micros, start)
   local log, windows, now, cost, penalize, expiry_before =
-    prepare(keys, args, 'swl.check', clock_ms, first_member, true)
+    prepare(keys, args, 'swl.check', clock_ms, first_member_at(seconds, micros), true, start)
   if not log then return windows end
   local key = keys[1]
 
@@ -2676,8 +2850,9 @@ local function swl_peek(keys, args)
 end
 
 local function swl_refund(keys, args)
-  local clock_ms, first_member = server_clock()
-  local log, windows, now, cost = prepare(keys, args, 'swl.refund', clock_ms, first_member, true)
+  local clock_ms, seconds, micros = server_clock()
+  local log, windows, now, cost =
+    prepare(keys, args, 'swl.refund', clock_ms, first_member_at(seconds, micros), true)
   if not log then return windows end
   local wide = windows.widest
   log:trim_through(now - wide.ms)
@@ -2710,26 +2885,41 @@ local function swl_entries(keys, args)
   return times
 end
 
--- A callback that, when it returns, drops what the call read of a value
--- (the library's state outlives the call, and a value it holds is memory
--- that maxmemory does not count), and collects the garbage of a large
--- value it made or decoded at once: Redis steps the Lua collector only
--- every so many calls, which would leave it to later, small calls.
-local function closing(callback)
-  return function(keys, args)
-    local reply = callback(keys, args)
-    c_whole, c_header, c_blocks, c_opened = false, false, false, false
-    packed_release()
-    if c_made_large then
-      c_made_large = false
-      collectgarbage('collect')
-    end
-    return reply
+-- `reply`, once what the call read of a value is dropped (the library's
+-- state outlives the call, and a value it holds is memory that maxmemory
+-- does not count), and the garbage of a large value it made or decoded at
+-- once collected: Redis steps the Lua collector only every so many calls,
+-- which would leave it to later, small calls.
+local function released(reply)
+  c_whole, c_header, c_blocks, c_opened = false, false, false, false
+  packed.release()
+  if c_made_large then
+    c_made_large = false
+    collectgarbage('collect')
   end
+  return reply
 end
 
-swl_check, swl_peek = closing(swl_check), closing(swl_peek)
-swl_refund, swl_entries = closing(swl_refund), closing(swl_entries)
+-- A callback that releases (see released) when it returns.
+local function closing(callback)
+  return function(keys, args) return released(callback(keys, args)) end
+end
+
+swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), closing(swl_entries)
+-- The usual check is answered first, with nothing to release after it
+-- (only where new logs are packed: elsewhere its logs are few); any other
+-- goes on to the general path, released as the other commands are.
+local general_check = swl_check
+swl_check = function(keys, args)
+  local clock_ms, seconds, micros = server_clock()
+  local start
+  if #args == 3 and #keys == 1 and ENCODING == 'compact' then
+    local reply
+    reply, start = usual_check(keys[1], args, clock_ms)
+    if reply then return reply end
+  end
+  return released(general_check(keys, args, clock_ms, seconds, micros, start))
+end
 redis.register_function { function_name = 'swl_check', callback = swl_check }
 redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags = { 'no-writes' } }
 -- A refund only frees memory, so it runs when the server is out of it.
