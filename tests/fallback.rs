@@ -889,8 +889,7 @@ fn damaged_blocks_between_head_and_tail_are_read_alike() {
                 }
                 let args = to_strings(&["4000000", "100000", &newest.to_string()]);
                 replies.push(call(&mut con, module, Op::Refund, "k", &args));
-                let mut left: Vec<Option<Vec<u8>>> = Vec::new();
-                left.push(redis::cmd("GET").arg("k").query(&mut con).unwrap());
+                let mut left = vec![bytes_left(&mut con, "k")];
                 // Refunds that move the tail back into the blocks before:
                 // the new tail block is checked as parsing checks it.
                 for cost in ["300", "700", "1500"] {
@@ -902,7 +901,7 @@ fn damaged_blocks_between_head_and_tail_are_read_alike() {
                     let args =
                         to_strings(&["4000000", "100000", &newest.to_string(), "COST", cost]);
                     replies.push(call(&mut con, module, Op::Refund, "k", &args));
-                    left.push(redis::cmd("GET").arg("k").query(&mut con).unwrap());
+                    left.push(bytes_left(&mut con, "k"));
                 }
                 outcomes.push((replies, left));
             }
@@ -1840,6 +1839,18 @@ fn packed_log_of(con: &mut Connection, entries: u64, step: u64, kept: u64) -> (V
     (log, newest)
 }
 
+/// The bytes a call left in `key`; none where it is gone or set to
+/// expire at once (a refund that leaves no entry in the window), whether
+/// or not the millisecond it expires in has ended yet: the module's key
+/// lives to the end of that millisecond, the library's may not.
+fn bytes_left(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
+    if ttl == -2 || (0..=1).contains(&ttl) {
+        return None;
+    }
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
 /// The bytes `hex` spells.
 fn unhex(hex: &str) -> Vec<u8> {
     (0..hex.len())
@@ -1900,16 +1911,7 @@ fn damaged_block_interiors_are_counted_alike_after_a_trim_and_a_refund() {
                 .query(&mut con)
                 .unwrap();
             let reply = call(&mut con, module, op, "k", &to_strings(args));
-            // A key set to expire at once (the refund leaves no entry in
-            // the window) is gone, whether or not the millisecond it
-            // expires in has ended yet.
-            let ttl: i64 = redis::cmd("PTTL").arg("k").query(&mut con).unwrap();
-            let left: Option<Vec<u8>> = if ttl == -2 || (0..=1).contains(&ttl) {
-                None
-            } else {
-                redis::cmd("GET").arg("k").query(&mut con).unwrap()
-            };
-            outcomes.push((reply, left));
+            outcomes.push((reply, bytes_left(&mut con, "k")));
         }
         assert_eq!(outcomes[0].0, Ok(expected), "{op:?} {args:?}: the module");
         assert_eq!(outcomes[1], outcomes[0], "{op:?} {args:?}: the library");
