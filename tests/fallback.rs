@@ -851,19 +851,9 @@ fn damaged_blocks_between_head_and_tail_are_read_alike() {
     load_library(&server, Encoding::Compact);
     let mut con = server.connect();
     // 8,000 entries a second apart: over 40 blocks.
-    let mut pipe = redis::pipe();
-    for i in 0..8000u64 {
-        pipe.cmd("SWL.CHECK")
-            .arg("log")
-            .arg(1u64 << 40)
-            .arg(100_000)
-            .arg(1_000_000 + i * 1000);
-    }
-    let _: Vec<Value> = pipe.query(&mut con).unwrap();
-    let log: Vec<u8> = redis::cmd("GET").arg("log").query(&mut con).unwrap();
+    let (log, newest) = packed_log_of(&mut con, 8000, 1000, 0);
     let tail = u32::from_le_bytes(log[16..20].try_into().unwrap()) as usize;
     assert!(tail > 40, "{tail} blocks after the first");
-    let newest = 1_000_000 + 7999 * 1000;
     let damages: [(usize, &[u8]); 4] = [
         (0, &[0; 7]),
         (0, &[0, 0, 0, 0, 0, 4, 0]),
@@ -1851,6 +1841,20 @@ fn bytes_left(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
     redis::cmd("GET").arg(key).query(con).unwrap()
 }
 
+/// A call's reply and the bytes it left (see bytes_left).
+type ReplyAndBytes = (Result<Vec<i64>, String>, Option<Vec<u8>>);
+
+/// The module's and the library's reply to one `op` on the one key "k",
+/// set to `value` before each (on_both_timed's, but for a key that a call
+/// may set to expire at once, and with no clock read).
+fn op_on_both(con: &mut Connection, value: &[u8], op: Op, args: &[String]) -> [ReplyAndBytes; 2] {
+    [true, false].map(|module| {
+        let _: () = redis::cmd("SET").arg("k").arg(value).query(con).unwrap();
+        let reply = call(con, module, op, "k", args);
+        (reply, bytes_left(con, "k"))
+    })
+}
+
 /// The bytes `hex` spells.
 fn unhex(hex: &str) -> Vec<u8> {
     (0..hex.len())
@@ -1902,17 +1906,7 @@ fn damaged_block_interiors_are_counted_alike_after_a_trim_and_a_refund() {
         ),
     ];
     for (hex, op, args, expected) in cases {
-        let value = unhex(hex);
-        let mut outcomes = Vec::new();
-        for module in [true, false] {
-            let _: () = redis::cmd("SET")
-                .arg("k")
-                .arg(&value)
-                .query(&mut con)
-                .unwrap();
-            let reply = call(&mut con, module, op, "k", &to_strings(args));
-            outcomes.push((reply, bytes_left(&mut con, "k")));
-        }
+        let outcomes = op_on_both(&mut con, &unhex(hex), op, &to_strings(args));
         assert_eq!(outcomes[0].0, Ok(expected), "{op:?} {args:?}: the module");
         assert_eq!(outcomes[1], outcomes[0], "{op:?} {args:?}: the library");
     }
@@ -1961,23 +1955,14 @@ fn damaged_head_and_tail_blocks_are_refused_or_read_alike() {
                 let mut value = log.clone();
                 value[byte] ^= flip;
                 for (op, args) in &calls {
-                    let mut outcomes = Vec::new();
-                    for module in [true, false] {
-                        let _: () = redis::cmd("SET")
-                            .arg("k")
-                            .arg(&value)
-                            .query(&mut con)
-                            .unwrap();
-                        let reply = call(&mut con, module, *op, "k", args);
-                        if let Err(error) = &reply {
+                    let outcomes = op_on_both(&mut con, &value, *op, args);
+                    for (reply, _) in &outcomes {
+                        if let Err(error) = reply {
                             assert!(
                                 error.starts_with("WRONGTYPE"),
                                 "byte {byte} ^ {flip:#x}, {op:?} {args:?}: {error}"
                             );
                         }
-                        let left: Option<Vec<u8>> =
-                            redis::cmd("GET").arg("k").query(&mut con).unwrap();
-                        outcomes.push((reply, left));
                     }
                     if outcomes[0] != outcomes[1] {
                         differing.push(format!(
