@@ -1179,6 +1179,13 @@ local function p_sized(needed)
   return filling_allocation(len > P_MIN_LEN and len or P_MIN_LEN)
 end
 
+-- The blocks a value of `len` bytes (at least P_HEADER) has room for: a
+-- last one shorter than P_MIN_EXTENT is none.
+local function p_blocks_in(len)
+  local rest = (len - P_HEADER) % P_BLOCK
+  return (len - P_HEADER - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
+end
+
 -- The extent of block `index` in a value of `len` bytes: its 0-based start
 -- and its length.
 local function p_extent(len, index)
@@ -1764,9 +1771,7 @@ local function p_parse()
   local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
     struct.unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
-  local room = p_len - P_HEADER
-  local rest = room % P_BLOCK
-  local blocks = (room - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
+  local blocks = p_blocks_in(p_len)
   if head_block > tail or tail >= blocks then return false end
   p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
   local head = p_block_at(head_block)
@@ -2414,10 +2419,10 @@ packed.check_one = function(key, value, floor, limit, now)
   -- The parse: kept for these bytes (a denial's, mostly), or made here
   -- with parsing's checks. Its block is read where the call needs it.
   local known = p_parses[value]
-  local head_rank, blocks, newest, oldest, live, b, offset
+  local head_rank, newest, oldest, live, b, offset
   if known then
     if known[2] ~= 0 or known[3] ~= 0 then return nil end
-    head_rank, blocks, newest, oldest, live = known[1], known[4], known[5], known[6], known[7]
+    head_rank, newest, oldest, live = known[1], known[5], known[6], known[7]
   else
     local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
       struct.unpack('<c4BBHI4I4I4I4', value)
@@ -2426,11 +2431,9 @@ packed.check_one = function(key, value, floor, limit, now)
       return nil
     end
     b = p_block(value, P_HEADER + 1, stop, one)
-    -- (p_head_ends of one block.)
-    head_rank, offset = rank, (rank - b.before) % TWO_32
-    if offset >= b.n then return nil end
-    newest = p_check_ends(b)
+    newest = p_head_ends(b, rank, b, -1)
     if not newest then return nil end
+    head_rank, offset = rank, (rank - b.before) % TWO_32
     live = b.n - offset
     oldest = live == 1 and newest or offset == 0 and b.first
   end
@@ -2477,9 +2480,7 @@ packed.check_one = function(key, value, floor, limit, now)
     if moved then
       redis.call('SETRANGE', key, '8', struct.pack('<I4I4', head_rank, 0))
     elseif not known then
-      local rest = (len - P_HEADER) % P_BLOCK
-      blocks = (len - P_HEADER - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
-      p_remember(value, head_rank, 0, 0, blocks, newest, oldest, live)
+      p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
     end
     return false, live, newest, score
   end
