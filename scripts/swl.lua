@@ -1137,11 +1137,18 @@ local P_RECODED_AFTER_AT_MOST = 2
 -- when it ends (see closing).
 local P_COLLECT_AFTER_BLOCKS = 8
 local TWO_31 = 2147483648
-local POW2, POPCOUNT, ZEROS = {}, {}, {}
+-- Per byte: its set bits, its zero bits, and at NTH_ONE[8 * byte + r]
+-- the position of its r-th set bit (from 0, least significant first): the
+-- scans of the high bits go a byte at a time, and take the last byte in
+-- one lookup rather than bit by bit.
+local POW2, POPCOUNT, ZEROS, NTH_ONE = {}, {}, {}, {}
 for i = 0, 64 do POW2[i] = 2 ^ i end
 for b = 0, 255 do
   local c, x = 0, b
-  while x > 0 do c = c + x % 2; x = (x - x % 2) / 2 end
+  for bit = 0, 7 do
+    if x % 2 == 1 then NTH_ONE[8 * b + c], c = bit, c + 1 end
+    x = (x - x % 2) / 2
+  end
   POPCOUNT[b], ZEROS[b] = c, 8 - c
 end
 
@@ -1243,15 +1250,12 @@ local function p_low(b, i)
   return value
 end
 
--- Byte k of the high bit vector, counted from the block's end.
-local function p_high_byte(b, k)
-  if k < b.e - 16 then return b.t[b.e - k] end
-  return 0
-end
-
+-- Bit j of the high bit vector (byte k of it is the k-th from the
+-- block's end; past the payload, 0).
 local function p_high_bit(b, j)
   local r = j % 8
-  local byte = p_high_byte(b, (j - r) / 8)
+  local k = (j - r) / 8
+  local byte = k < b.e - 16 and b.t[b.e - k] or 0
   return (byte - byte % POW2[r]) / POW2[r] % 2 == 1
 end
 
@@ -1261,17 +1265,7 @@ local function p_select(b, i)
   for k = 0, e - 17 do
     local byte = t[e - k]
     local ones = POPCOUNT[byte]
-    if seen + ones > i then
-      local bit = 0
-      while true do
-        if byte % 2 == 1 then
-          if seen == i then return k * 8 + bit end
-          seen = seen + 1
-        end
-        byte = (byte - byte % 2) / 2
-        bit = bit + 1
-      end
-    end
+    if seen + ones > i then return k * 8 + NTH_ONE[8 * byte + i - seen] end
     seen = seen + ones
   end
   return nil
@@ -1310,13 +1304,11 @@ local function p_count_through_block(b, at)
       if zeros + byte_zeros < h then
         zeros = zeros + byte_zeros
       else
-        ones = (e - x) * 8 - zeros
-        local bit = 0
-        while zeros < h do
-          if byte % 2 == 0 then zeros = zeros + 1 else ones = ones + 1 end
-          byte = (byte - byte % 2) / 2
-          bit = bit + 1
-        end
+        -- Past this byte's (h - zeros)-th zero: the ones before it are
+        -- the bits it passes less those zeros.
+        local need = h - zeros
+        local bit = NTH_ONE[8 * (255 - byte) + need - 1] + 1
+        ones = (e - x) * 8 - zeros + bit - need
         j, found = (e - x) * 8 + bit, true
         break
       end
