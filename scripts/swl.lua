@@ -2712,13 +2712,20 @@ end
 -- reached, where the module's key lives to the end of that millisecond:
 -- for the few-millisecond waits where the call may last that long, such
 -- a time is put a millisecond later.
+-- The last expiry's time and text: calls in the same millisecond with
+-- the same window share it, and where calls come further apart a miss
+-- costs only the text (num's table would keep, and drop, one per call).
 local EXPIRY_CHECKED_BELOW_MS = 10
+local last_expiry_at, last_expiry_text = false, false
 local function expire_in(key, ms, clock_ms)
   local at = clock_ms + ms
   if ms < EXPIRY_CHECKED_BELOW_MS and at == server_clock() then at = at + 1 end
   local text
-  if at <= MAX_MS then
-    text = num(at)
+  if at == last_expiry_at then
+    text = last_expiry_text
+  elseif at <= MAX_MS then
+    text = whole_text(at)
+    last_expiry_at, last_expiry_text = at, text
   else
     -- Past 2^53 (an entry that never leaves: a wait of 2^54) a double
     -- would round the sum; added in parts of 10^8 it is exact.
