@@ -228,6 +228,11 @@ local function add_members(key, at, count, member)
   end
 end
 
+-- The log in a sorted set (zset_log, below): its state and methods are
+-- kept to this block (a main chunk holds at most 200 locals).
+local zset_log
+do
+
 -- The newest entries up to this many are read in one ZRANGE (a denial's
 -- wait and its reset, then one read). Each score read costs Redis a
 -- double formatted as text and Lua one parsed back: more would cost more
@@ -252,7 +257,7 @@ local z_key, z_first_member, z_trimmed_to, z_card, z_tail_from, z_tail, z_newest
 -- The log in `key`, where a call adds members from `first_member`;
 -- `trimmed_to`, when given, is a floor the caller has
 -- already trimmed it to.
-local function zset_log(key, first_member, trimmed_to)
+function zset_log(key, first_member, trimmed_to)
   z_key, z_first_member, z_trimmed_to = key, first_member, trimmed_to or false
   z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false
   return Zset
@@ -360,6 +365,7 @@ function Zset:entries()
     times[#times + 1] = whole and score or { double = score }
   end
   return times
+end
 end
 
 --[[ The compact log: a string of fixed-width slots, byte for byte as the
