@@ -43,6 +43,18 @@ local ERR_SYNTAX = 'ERR syntax error'
 local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local ERR_ONE_KEY = 'ERR the function takes exactly one key'
 
+-- Redis's and Lua's functions that calls use most, as locals: a global's
+-- field costs about 300 instructions a use, a local 40. A library
+-- reaches them only once called (loading sees little more than
+-- redis.register_function), so the first call binds them on its way in.
+local redis_call, redis_pcall, string_byte, string_char, string_format
+local struct_pack, struct_unpack, unpack
+local function bind_globals()
+  redis_call, redis_pcall = redis.call, redis.pcall
+  string_byte, string_char, string_format = string.byte, string.char, string.format
+  struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
+end
+
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
   error("ENCODING must be 'zset', 'compact' or 'compact1'")
 end
@@ -152,8 +164,8 @@ end
 -- cheaper than passing a number to redis.call, which Redis formats as a
 -- double.
 local function whole_text(x)
-  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string.format('%d', x) end
-  return string.format('%.0f', x)
+  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string_format('%d', x) end
+  return string_format('%.0f', x)
 end
 
 -- The texts of numbers that recur from call to call: offsets and ranks
@@ -210,7 +222,7 @@ local ZADD_AT_MOST = 500
 local function add_members(key, at, count, member)
   if count == 1 then
     -- The usual call: one entry, no argument list to build.
-    count = 1 - redis.call('ZADD', key, 'NX', num(at), string.format('%d', member))
+    count = 1 - redis_call('ZADD', key, 'NX', num(at), string_format('%d', member))
     member = member + 1
   end
   -- Many entries share one score text (Redis would format a number
@@ -223,7 +235,7 @@ local function add_members(key, at, count, member)
       args[2 * i + 1] = score
       args[2 * i + 2] = whole_text(member + i)
     end
-    count = count - redis.call('ZADD', key, 'NX', unpack(args))
+    count = count - redis_call('ZADD', key, 'NX', unpack(args))
     member = member + n
   end
 end
@@ -268,7 +280,7 @@ function Zset:forget() z_card, z_tail_from, z_tail, z_newest_at = false, false, 
 function Zset:len()
   local card = z_card
   if not card then
-    card = redis.call('ZCARD', z_key)
+    card = redis_call('ZCARD', z_key)
     z_card = card
   end
   return card
@@ -277,7 +289,7 @@ end
 function Zset:count_above(floor)
   local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return self:len() end
-  return redis.call('ZCOUNT', z_key, above(floor), '+inf')
+  return redis_call('ZCOUNT', z_key, above(floor), '+inf')
 end
 
 function Zset:score_at(rank)
@@ -289,7 +301,7 @@ function Zset:score_at(rank)
     -- The newest alone, kept as such (no list of one).
     local newest = z_newest_at
     if not newest then
-      local entry = redis.call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
+      local entry = redis_call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
       newest = entry[2] and entry[2] + 0
       z_newest_at = newest or false
     end
@@ -297,10 +309,10 @@ function Zset:score_at(rank)
   end
   if from_newest > TAIL_AT_MOST then
     local at = num(rank)
-    local entry = redis.call('ZRANGE', z_key, at, at, 'WITHSCORES')
+    local entry = redis_call('ZRANGE', z_key, at, at, 'WITHSCORES')
     return entry[2] and entry[2] + 0
   end
-  local entries = redis.call('ZRANGE', z_key, num(rank), '-1', 'WITHSCORES')
+  local entries = redis_call('ZRANGE', z_key, num(rank), '-1', 'WITHSCORES')
   local tail = {}
   for i = 2, #entries, 2 do tail[i / 2] = entries[i] + 0 end
   z_tail_from, z_tail = rank, tail
@@ -313,7 +325,7 @@ end
 -- went into an empty log, they are the newest.
 function Zset:newest(recorded_at)
   if z_newest_at then return z_newest_at end
-  if recorded_at and redis.call('ZCOUNT', z_key, above(recorded_at), '+inf') == 0 then
+  if recorded_at and redis_call('ZCOUNT', z_key, above(recorded_at), '+inf') == 0 then
     return recorded_at
   end
   return self:score_at(self:len() - 1)
@@ -322,7 +334,7 @@ end
 function Zset:trim_through(floor)
   local trimmed_to = z_trimmed_to
   if trimmed_to and floor <= trimmed_to then return end
-  redis.call('ZREMRANGEBYSCORE', z_key, '-inf', num(floor))
+  redis_call('ZREMRANGEBYSCORE', z_key, '-inf', num(floor))
   self:forget()
   z_trimmed_to = floor
 end
@@ -339,13 +351,13 @@ end
 function Zset:cap_to(max_entries)
   local excess = self:len() - max_entries
   if excess > 0 then
-    redis.call('ZREMRANGEBYRANK', z_key, '0', num(excess - 1))
+    redis_call('ZREMRANGEBYRANK', z_key, '0', num(excess - 1))
     self:forget()
   end
 end
 
 function Zset:drop_newest(count)
-  redis.call('ZREMRANGEBYRANK', z_key, num(-count), '-1')
+  redis_call('ZREMRANGEBYRANK', z_key, num(-count), '-1')
   self:forget()
 end
 
@@ -358,7 +370,7 @@ function Zset:reclaim() end
 -- text ZRANGE shows and a RESP3 one as doubles, as from the module.
 function Zset:entries()
   local times = {}
-  local scores = redis.call('ZRANGE', z_key, '0', '-1', 'WITHSCORES')
+  local scores = redis_call('ZRANGE', z_key, '0', '-1', 'WITHSCORES')
   for i = 2, #scores, 2 do
     local score = tonumber(scores[i])
     local whole = score == math.floor(score) and math.abs(score) < 9.2e18
@@ -414,8 +426,8 @@ local function halves_of(value)
 end
 
 local function pack_slot(stored, width)
-  if width == 4 then return struct.pack('<I4', stored) end
-  return struct.pack('<I4I4', halves_of(stored))
+  if width == 4 then return struct_pack('<I4', stored) end
+  return struct_pack('<I4I4', halves_of(stored))
 end
 
 -- The `count` slots at the start of `bytes` as numbers.
@@ -424,7 +436,7 @@ local function decode_slots(bytes, width, count)
   local halves = width / 4
   while done < count do
     local n = math.min(CHUNK, count - done)
-    local parts = { struct.unpack('<' .. string.rep('I4', n * halves), bytes, at) }
+    local parts = { struct_unpack('<' .. string.rep('I4', n * halves), bytes, at) }
     at = parts[n * halves + 1]
     for i = 1, n do
       slots[done + i] = halves == 1 and parts[i] or wide_slot(parts[2 * i - 1], parts[2 * i])
@@ -449,7 +461,7 @@ local function encode_slots(times, first, last, base, width, out)
         values[filled + 1], values[filled + 2] = halves_of(stored)
       end
     end
-    out[#out + 1] = struct.pack('<' .. string.rep('I4', #values), unpack(values))
+    out[#out + 1] = struct_pack('<' .. string.rep('I4', #values), unpack(values))
     at = at + n
   end
 end
@@ -494,7 +506,7 @@ end
 -- A value's header, head 0.
 local function header_of(base, width)
   local base_low, base_high = halves_of(base)
-  return struct.pack(HEADER_FORMAT, 'SWLc\1', width, 0, base_low, base_high, 0, 0)
+  return struct_pack(HEADER_FORMAT, 'SWLc\1', width, 0, base_low, base_high, 0, 0)
 end
 
 -- The entries of a new log, before it records any (never changed).
@@ -607,18 +619,18 @@ function Compact:reparse() c_parsed, c_valid = false, false end
 function Compact:read(at, n)
   local whole = c_whole
   if whole then return string.sub(whole, at + 1, at + n) end
-  return redis.call('GETRANGE', c_key, num(at), num(at + n - 1))
+  return redis_call('GETRANGE', c_key, num(at), num(at + n - 1))
 end
 
 -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
 -- whole by the same call.
 function Compact:value_len()
   if not c_size then
-    local start = c_header or redis.call('GETRANGE', c_key, '0', READ_WHOLE_LAST)
+    local start = c_header or redis_call('GETRANGE', c_key, '0', READ_WHOLE_LAST)
     if #start < READ_WHOLE_AT_MOST then
       c_size, c_whole = #start, start
     else
-      c_size = redis.call('STRLEN', c_key)
+      c_size = redis_call('STRLEN', c_key)
       c_header = start
       if c_size == #start then c_whole = start end
     end
@@ -644,8 +656,8 @@ function Compact:raw_from_blocks(index)
     blocks[block] = bytes
   end
   local at = (index % BLOCK_SLOTS) * width + 1
-  if width == 4 then return (struct.unpack('<I4', bytes, at)) end
-  local low, high = struct.unpack('<I4I4', bytes, at)
+  if width == 4 then return (struct_unpack('<I4', bytes, at)) end
+  local low, high = struct_unpack('<I4I4', bytes, at)
   return wide_slot(low, high)
 end
 
@@ -669,7 +681,7 @@ end
 
 function Compact:write_pending_head()
   if c_head_pending then
-    redis.call('SETRANGE', c_key, HEAD_AT_TEXT, c_head_pending)
+    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, c_head_pending)
     c_head_pending = false
   end
 end
@@ -681,11 +693,11 @@ function Compact:write(at, bytes)
   if c_head_pending and c_whole and at > HEAD_AT then
     c_head_pending = false
     self:overlay(at, bytes)
-    redis.call('SETRANGE', c_key, HEAD_AT_TEXT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
+    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
     return
   end
   self:write_pending_head()
-  redis.call('SETRANGE', c_key, num(at), bytes)
+  redis_call('SETRANGE', c_key, num(at), bytes)
   self:overlay(at, bytes)
 end
 
@@ -696,7 +708,7 @@ end
 function Compact:set_whole(value)
   if #value > COLLECT_AFTER_BYTES then c_made_large = true end
   c_head_pending = false
-  redis.call('SET', c_key, value, 'KEEPTTL')
+  redis_call('SET', c_key, value, 'KEEPTTL')
   c_exists = true
 end
 
@@ -712,7 +724,7 @@ end
 
 function Compact:unlink()
   c_head_pending = false
-  redis.call('UNLINK', c_key)
+  redis_call('UNLINK', c_key)
   c_exists, c_zero_from = false, false
   self:reread()
   self:reparse()
@@ -727,8 +739,8 @@ local function slot_at(index)
   local whole = c_whole
   if not whole then return Compact:raw_from_blocks(index) end
   local at = HEADER_LEN + index * c_width + 1
-  if c_width == 4 then return (struct.unpack('<I4', whole, at)) end
-  local low, high = struct.unpack('<I4I4', whole, at)
+  if c_width == 4 then return (struct_unpack('<I4', whole, at)) end
+  local low, high = struct_unpack('<I4I4', whole, at)
   return wide_slot(low, high)
 end
 
@@ -781,7 +793,7 @@ function Compact:parse()
     c_header = header
   end
   local magic, width, reserved, base_low, base_high, head, reserved_too =
-    struct.unpack(HEADER_FORMAT, header)
+    struct_unpack(HEADER_FORMAT, header)
   if magic ~= 'SWLc\1' or (width ~= 4 and width ~= 8) or reserved ~= 0 or reserved_too ~= 0
       or (len - HEADER_LEN) % width ~= 0 or base_high >= HIGH_OF_2_53 then
     return false
@@ -804,7 +816,7 @@ function Compact:parse()
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
     local value
-    if narrow then value = struct.unpack('<I4', narrow, HEADER_LEN + 4 * mid + 1)
+    if narrow then value = struct_unpack('<I4', narrow, HEADER_LEN + 4 * mid + 1)
     else value = slot_at(mid) end
     if value ~= 0 then low = mid + 1 else high = mid end
   end
@@ -813,8 +825,8 @@ function Compact:parse()
     -- Both ends, kept: most counts and waits need no more than these.
     local oldest, newest
     if narrow then
-      local first = struct.unpack('<I4', narrow, HEADER_LEN + 4 * head + 1)
-      local last = struct.unpack('<I4', narrow, HEADER_LEN + 4 * (low - 1) + 1)
+      local first = struct_unpack('<I4', narrow, HEADER_LEN + 4 * head + 1)
+      local last = struct_unpack('<I4', narrow, HEADER_LEN + 4 * (low - 1) + 1)
       local base = c_base
       if first ~= 0 and last - 1 <= MAX_MS - base then oldest, newest = base + first - 1, base + last - 1 end
     else
@@ -896,7 +908,7 @@ function Compact:move_head(head)
   if head == c_stop then
     self:unlink()
   else
-    c_head_pending = struct.pack('<I4', head)
+    c_head_pending = struct_pack('<I4', head)
     self:overlay(HEAD_AT, c_head_pending)
   end
 end
@@ -1072,7 +1084,7 @@ function Compact:record(at, count)
     else
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched: a read asks the server again.
-      redis.call('SETRANGE', c_key, num(from), bytes)
+      redis_call('SETRANGE', c_key, num(from), bytes)
       c_whole, c_header, c_blocks, c_zero_from = false, false, false, false
     end
     c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
@@ -1212,7 +1224,7 @@ end
 -- A block as a table: its bytes t[1..e] and its fields; in `into` where
 -- given (a table a call reuses rather than makes).
 local function p_block(bytes, from, to, into)
-  local t = { string.byte(bytes, from or 1, to or -1) }
+  local t = { string_byte(bytes, from or 1, to or -1) }
   local l = t[8]
   -- (t[8] itself is what validation checks against P_MAX_L.)
   if l > 63 then l = 63 end
@@ -1566,8 +1578,8 @@ local function p_place(b, e)
   local low_end = 16 + ceil8(b.n * b.l)
   local high_len = ceil8(b.top + b.n)
   local t, from = b.t, b.e
-  local parts = { string.char(unpack(t, 1, low_end)), string.rep('\0', e - low_end - high_len) }
-  if high_len > 0 then parts[3] = string.char(unpack(t, from - high_len + 1, from)) end
+  local parts = { string_char(unpack(t, 1, low_end)), string.rep('\0', e - low_end - high_len) }
+  if high_len > 0 then parts[3] = string_char(unpack(t, from - high_len + 1, from)) end
   return table.concat(parts)
 end
 
@@ -1628,7 +1640,7 @@ local function p_encode(runs, before, after)
 end
 
 local function p_header(head_rank, head_block, tail)
-  return struct.pack('<c4BBHI4I4I4I4', 'SWLc', 2, 8, 0, head_rank, head_block, tail, 0)
+  return struct_pack('<c4BBHI4I4I4I4', 'SWLc', 2, 8, 0, head_rank, head_block, tail, 0)
 end
 
 -- A value of `blocks` after the whole blocks `kept` (bytes), the first of
@@ -1680,7 +1692,7 @@ local function p_read(at, n)
   if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
     return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
   end
-  return redis.call('GETRANGE', p_key, num(at), num(at + n - 1))
+  return redis_call('GETRANGE', p_key, num(at), num(at + n - 1))
 end
 
 -- Block `index` as a table, read once per call.
@@ -1716,11 +1728,11 @@ local function p_head_of(index)
   local start = P_HEADER + index * P_BLOCK
   local lo, mid, hi, before
   if p_value then
-    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_value, start + 1)
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_value, start + 1)
   elseif p_region and start >= p_region_from and start + 12 <= p_region_from + #p_region then
-    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_region, start - p_region_from + 1)
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_region, start - p_region_from + 1)
   else
-    lo, mid, hi, before = struct.unpack('<I4I2BxI4', p_read(start, 12))
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_read(start, 12))
   end
   first = lo + mid * 4294967296 + hi * 281474976710656
   if not p_heads then p_heads = {} end
@@ -1767,7 +1779,7 @@ local function p_parse()
   end
   if p_len < P_MIN_LEN then return false end
   local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
-    struct.unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
+    struct_unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
   local blocks = p_blocks_in(p_len)
   if head_block > tail or tail >= blocks then return false end
@@ -1847,7 +1859,7 @@ local function p_block_through(at)
     p_searches = p_searches + 1
     if not p_value and not p_region and p_searches > 1 then
       p_region_from = P_HEADER + from_block * P_BLOCK
-      p_region = redis.call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+      p_region = redis_call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
     end
     -- Windows mostly end among the newest blocks: the search starts among
     -- them (as the module's, with SEARCHED_FIRST).
@@ -1885,7 +1897,7 @@ local function open_packed(key, exists, start)
     if start and #start < READ_WHOLE_AT_MOST then
       p_value, p_len, p_opened = start, #start, start
     else
-      p_len = redis.call('STRLEN', key)
+      p_len = redis_call('STRLEN', key)
     end
     p_valid = p_parse()
     if not p_valid then return nil end
@@ -1903,7 +1915,7 @@ end
 local function p_write_pending_head(patch)
   if p_head_pending then
     p_start = false
-    redis.call('SETRANGE', p_key, '8', p_head_pending)
+    redis_call('SETRANGE', p_key, '8', p_head_pending)
     if patch and p_value then
       p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
     end
@@ -1915,7 +1927,7 @@ end
 local function p_write(at, bytes)
   p_write_pending_head(true)
   p_start, p_region = false, false
-  redis.call('SETRANGE', p_key, num(at), bytes)
+  redis_call('SETRANGE', p_key, num(at), bytes)
   if p_value then
     p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
   end
@@ -1925,14 +1937,14 @@ end
 local function p_store(value)
   if #value > COLLECT_AFTER_BYTES then c_made_large = true end
   p_head_pending, p_start, p_region = false, false, false
-  redis.call('SET', p_key, value, 'KEEPTTL')
+  redis_call('SET', p_key, value, 'KEEPTTL')
   p_exists, p_value, p_len = true, value, #value
   p_valid = p_parse()
 end
 
 local function p_unlink()
   p_head_pending, p_start, p_region = false, false, false
-  redis.call('UNLINK', p_key)
+  redis_call('UNLINK', p_key)
   p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
   p_tables, p_heads = false, false
 end
@@ -1984,7 +1996,7 @@ local function p_move_head(dropped)
   end
   -- The value at hand keeps its old header until a write needs it new
   -- (see p_write_pending_head): a copy of a value costs a hash of its bytes.
-  p_head_pending = struct.pack('<I4I4', p_head_rank, p_head_block)
+  p_head_pending = struct_pack('<I4I4', p_head_rank, p_head_block)
 end
 
 -- Remembers the floor: every live entry is above it until an entry at or
@@ -2065,15 +2077,15 @@ local function p_append(tail, at, count)
     -- its low field and its high byte written, the bytes between as they
     -- were.
     if count > 1 or relaid or at_byte - from <= 48 then
-      return start + from, string.char(unpack(t, from + 1, at_byte))
+      return start + from, string_char(unpack(t, from + 1, at_byte))
     end
     local field_from = 17 + (field - field % 8) / 8
     local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
     was = was or p_read(start, e)
     return start + from, table.concat({
-      string.char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
-      string.char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
-      string.char(t[at_byte]) })
+      string_char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
+      string_char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
+      string_char(t[at_byte]) })
   end
   local next_index = p_tail + 1
   -- (With what the tail block would need: a copy of the value with room
@@ -2092,14 +2104,14 @@ local function p_write_blocks(parts, first, through, tail)
   local end_start, end_e = p_extent(p_len, through)
   local body = table.concat(parts)
   p_write(first_start, body .. string.rep('\0', end_start + end_e - first_start - #body))
-  if tail ~= p_tail then p_write(16, struct.pack('<I4', tail)) end
+  if tail ~= p_tail then p_write(16, struct_pack('<I4', tail)) end
   p_valid = p_parse()
 end
 
 -- The 4 bytes of a block's rank, `count` more.
 local function p_bumped(block, count)
-  local before = struct.unpack('<I4', block, 9)
-  return string.sub(block, 1, 8) .. struct.pack('<I4', (before + count) % TWO_32) .. string.sub(block, 13)
+  local before = struct_unpack('<I4', block, 9)
+  return string.sub(block, 1, 8) .. struct_pack('<I4', (before + count) % TWO_32) .. string.sub(block, 13)
 end
 
 -- Codes the block `at` goes into anew, with `count` more entries at `at`,
@@ -2203,7 +2215,7 @@ local function p_new_of(at, count)
     local len = p_sized(P_HEADER + 16 + high_len)
     local rest = count % 8
     local high_bits = string.rep('\255', (count - rest) / 8)
-    if rest > 0 then high_bits = string.char(POW2[rest] - 1) .. high_bits end
+    if rest > 0 then high_bits = string_char(POW2[rest] - 1) .. high_bits end
     -- The high bits end the block's extent, which ends before the value
     -- does where the value has room for more blocks.
     local _, e = p_extent(len, 0)
@@ -2213,7 +2225,7 @@ local function p_new_of(at, count)
   local low = at % TWO_32
   local high = (at - low) / TWO_32
   local mid = high % 65536
-  return struct.pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
+  return struct_pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
     low, mid, (high - mid) / 65536, 0, 0, count, 0) .. tail
 end
 
@@ -2223,7 +2235,7 @@ function Packed:record(at, count)
     if count <= P_MOST_PER_BLOCK then
       local value = p_new_of(at, count)
       p_head_pending, p_start = false, false
-      redis.call('SET', p_key, value, 'KEEPTTL')
+      redis_call('SET', p_key, value, 'KEEPTTL')
       p_exists, p_value, p_len, p_valid = true, value, #value, true
       p_tables, p_heads = false, false
       p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
@@ -2240,14 +2252,14 @@ function Packed:record(at, count)
     local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
     if offset then
       p_write_pending_head()
-      redis.call('SETRANGE', p_key, num(offset), bytes)
+      redis_call('SETRANGE', p_key, num(offset), bytes)
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched (the tail block's table is kept
       -- as written): a read asks the server again.
       p_value, p_start, p_region = false, false, false
       if tail then
         p_heads = false
-        p_write(16, struct.pack('<I4', tail))
+        p_write(16, struct_pack('<I4', tail))
         p_tail, p_tables[tail] = tail, p_block(bytes)
       end
       p_newest, p_live = at, p_live + count
@@ -2271,7 +2283,7 @@ function Packed:record(at, count)
       local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
       if offset then
         grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
-        if tail then grown = string.sub(grown, 1, 16) .. struct.pack('<I4', tail) .. string.sub(grown, 21) end
+        if tail then grown = string.sub(grown, 1, 16) .. struct_pack('<I4', tail) .. string.sub(grown, 21) end
         p_store(grown)
         return
       end
@@ -2315,10 +2327,10 @@ function Packed:drop_newest(count)
     p_set_u16(t, 13, keep_n)
     p_set_u16(t, 15, last_kept - (keep_n - 1))
   end
-  local bytes = string.char(unpack(t, 13, e)) .. string.rep('\0', tail_stop - (start + e))
+  local bytes = string_char(unpack(t, 13, e)) .. string.rep('\0', tail_stop - (start + e))
   local old_tail = p_tail
   p_write(start + 12, bytes)
-  if index ~= old_tail then p_write(16, struct.pack('<I4', index)) end
+  if index ~= old_tail then p_write(16, struct_pack('<I4', index)) end
   -- What parsing would find again: this block is the tail, its last
   -- entry the newest (its table kept as written).
   for i = index + 1, old_tail do p_tables[i] = nil end
@@ -2411,7 +2423,7 @@ packed.block = { t = false, e = 0, s = false, first = 0, l = 0, before = 0, n = 
 packed.check_one = function(key, value, floor, limit, now)
   local one = packed.block
   local len = #value
-  if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string.byte(value, 5) ~= 2 then return nil end
+  if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string_byte(value, 5) ~= 2 then return nil end
   local stop = P_HEADER + P_BLOCK
   if stop > len then stop = len end
   -- The parse: kept for these bytes (a denial's, mostly), or made here
@@ -2423,7 +2435,7 @@ packed.check_one = function(key, value, floor, limit, now)
     head_rank, newest, oldest, live = known[1], known[5], known[6], known[7]
   else
     local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
-      struct.unpack('<c4BBHI4I4I4I4', value)
+      struct_unpack('<c4BBHI4I4I4I4', value)
     if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
         or head_block ~= 0 or tail ~= 0 then
       return nil
@@ -2476,7 +2488,7 @@ packed.check_one = function(key, value, floor, limit, now)
     end
     one.t, one.s = false, false
     if moved then
-      redis.call('SETRANGE', key, '8', struct.pack('<I4I4', head_rank, 0))
+      redis_call('SETRANGE', key, '8', struct_pack('<I4I4', head_rank, 0))
     elseif not known then
       p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
     end
@@ -2493,10 +2505,10 @@ packed.check_one = function(key, value, floor, limit, now)
   p_value, one.t, one.s = false, false, false
   if moved then
     -- The moved head and the block's changed bytes: one range from the head.
-    bytes = struct.pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
+    bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
     at = 8
   end
-  redis.call('SETRANGE', key, num(at), bytes)
+  redis_call('SETRANGE', key, num(at), bytes)
   return true, live + 1, now
 end
 
@@ -2645,7 +2657,7 @@ end
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
-  local t = redis.call('TIME')
+  local t = redis_call('TIME')
   local seconds, micros = t[1] + 0, t[2] + 0
   return seconds * 1000 + (micros - micros % 1000) / 1000, seconds, micros
 end
@@ -2664,22 +2676,22 @@ end
 -- where that does not tell.
 local function open_log(key, first_member, floor, start)
   if floor and ENCODING == 'zset' then
-    if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
+    if type(redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))) == 'number' then
       return zset_log(key, first_member, floor)
     end
   elseif floor then
-    start = start or redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+    start = start or redis_pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
     -- An empty reply is no key, or an empty string.
     if type(start) ~= 'string' or start == '' then start = nil end
   end
-  local kind = start and 'string' or redis.call('TYPE', key)['ok']
+  local kind = start and 'string' or redis_call('TYPE', key)['ok']
   if kind == 'zset' or (kind == 'none' and ENCODING == 'zset') then
     return zset_log(key, first_member)
   end
   if kind == 'string' or kind == 'none' then
     local version
     if kind == 'string' then
-      version = string.byte(start or redis.call('GETRANGE', key, '4', '4'), start and 5 or 1)
+      version = string_byte(start or redis_call('GETRANGE', key, '4', '4'), start and 5 or 1)
     end
     local log
     if version == 2 or (kind == 'none' and ENCODING == 'compact') then
@@ -2704,7 +2716,7 @@ local function prepare(keys, args, command, clock_ms, first_member, trims, start
   if now == '*' then now = clock_ms end
   -- A penalty may empty the log and write it anew, which drops the key's
   -- expiry; a denial must still not shorten the expiry it had.
-  local expiry_before = penalize and redis.call('PEXPIRETIME', keys[1])
+  local expiry_before = penalize and redis_call('PEXPIRETIME', keys[1])
   local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms, start)
   if not log then return nil, failed end
   return log, windows, now, cost, penalize, expiry_before, oldest
@@ -2737,9 +2749,9 @@ local function expire_in(key, ms, clock_ms)
     -- would round the sum; added in parts of 10^8 it is exact.
     local low = clock_ms % 1e8 + ms % 1e8
     local high = (clock_ms - clock_ms % 1e8) / 1e8 + (ms - ms % 1e8) / 1e8 + (low - low % 1e8) / 1e8
-    text = string.format('%d%08d', high, low % 1e8)
+    text = string_format('%d%08d', high, low % 1e8)
   end
-  redis.call('PEXPIREAT', key, text)
+  redis_call('PEXPIREAT', key, text)
 end
 
 -- The usual check, one window and cost 1 on a packed log of one block,
@@ -2757,7 +2769,7 @@ local function usual_check(key, args, clock_ms)
     if not now or now > MAX_MS then return nil end
   end
   -- (An error reply, a table, has length 0: packed.check_one declines it.)
-  local start = redis.pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+  local start = redis_pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
   local ms, limit = window.ms, window.limit
   local allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
   if allowed == nil then return nil, start end
@@ -2774,7 +2786,7 @@ local function usual_check(key, args, clock_ms)
     if retry < 1 then retry = 1 end
   end
   local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
-  local current = redis.call('PEXPIRETIME', key)
+  local current = redis_call('PEXPIRETIME', key)
   if current ~= -2 and (current < 0 or current < clock_ms + reset) then
     expire_in(key, reset, clock_ms)
   end
@@ -2815,12 +2827,12 @@ local function swl_check(keys, args, clock_ms, seconds, micros, start)
   if allowed then
     expire_in(key, reply[5], clock_ms)
   else
-    local current = redis.call('PEXPIRETIME', key)
+    local current = redis_call('PEXPIRETIME', key)
     local kept = expiry_before or current
     if current ~= -2 and (kept < 0 or kept < clock_ms + reply[5]) then
       expire_in(key, reply[5], clock_ms)
     elseif current ~= -2 and current ~= kept then
-      redis.call('PEXPIREAT', key, num(kept))
+      redis_call('PEXPIREAT', key, num(kept))
     end
   end
   -- Dead slots go last, after the reply and the expiry, as in the module.
@@ -2908,7 +2920,10 @@ end
 
 -- A callback that releases (see released) when it returns.
 local function closing(callback)
-  return function(keys, args) return released(callback(keys, args)) end
+  return function(keys, args)
+    if not redis_call then bind_globals() end
+    return released(callback(keys, args))
+  end
 end
 
 swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), closing(swl_entries)
@@ -2917,6 +2932,7 @@ swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), clos
 -- goes on to the general path, released as the other commands are.
 local general_check = swl_check
 swl_check = function(keys, args)
+  if not redis_call then bind_globals() end
   local clock_ms, seconds, micros = server_clock()
   local start
   if #args == 3 and #keys == 1 and ENCODING == 'compact' then
