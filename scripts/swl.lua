@@ -701,6 +701,25 @@ function Compact:write(at, bytes)
   self:overlay(at, bytes)
 end
 
+-- A new log of `count` entries at `at`, as encode makes it: where its
+-- base lies ROOM_BELOW_MS below them, all after its header is the same
+-- for a count, and is kept for counts up to NEW_BODIES_KEPT_UP_TO.
+do
+local NEW_BODIES_KEPT_UP_TO = 16
+local bodies, capacities = {}, {}
+function Compact:new_value(at, count)
+  if at < ROOM_BELOW_MS or count > NEW_BODIES_KEPT_UP_TO then return encode(NO_TIMES, 0, at, count, 0) end
+  local body = bodies[count]
+  if not body then
+    local value, _, _, capacity = encode(NO_TIMES, 0, at, count, 0)
+    body, capacities[count] = string.sub(value, HEADER_LEN + 1), capacity
+    bodies[count] = body
+  end
+  local base = at - ROOM_BELOW_MS
+  return header_of(base, 4) .. body, 4, base, capacities[count], count, at, at
+end
+end
+
 -- The whole value written anew, keeping the key's expiry: a value
 -- encode made, whose layout it tells (so no parse follows).
 -- The whole value written, keeping the key's expiry; a pending head goes
@@ -1042,7 +1061,7 @@ end
 function Compact:record(at, count)
   if c_trimmed_to and at <= c_trimmed_to then c_trimmed_to = false end
   if not c_exists and not c_damaged then
-    self:store(encode(NO_TIMES, 0, at, count, 0))
+    self:store(self:new_value(at, count))
     return
   end
   if not self:changeable() then return end
