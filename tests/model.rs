@@ -153,21 +153,12 @@ fn arguments(call: &Call) -> Vec<String> {
     args
 }
 
+/// Runs a command and takes the key's TTL off in the same transaction.
+/// The TTL runs on the server's wall clock while these times are made up,
+/// so it may be a millisecond, which a PERSIST sent after could find run
+/// out (a transaction reads expiries at its start); expiry is proven in
+/// check.rs, the window rules here.
 fn run(con: &mut Connection, command: &str, key: &str, call: &Call) -> [i64; 5] {
-    let reply: Vec<i64> = redis::cmd(command)
-        .arg(key)
-        .arg(arguments(call))
-        .query(con)
-        .unwrap();
-    five_of(&reply, call)
-}
-
-/// Runs a check or a refund and takes the key's TTL off in the same
-/// transaction. The TTL runs on the server's wall clock while these times
-/// are made up, so it may be a millisecond, which a PERSIST sent after
-/// could find run out (a transaction reads expiries at its start);
-/// expiry is proven in check.rs, the window rules here.
-fn run_persisted(con: &mut Connection, command: &str, key: &str, call: &Call) -> [i64; 5] {
     let (reply, _): (Vec<i64>, i64) = redis::pipe()
         .atomic()
         .cmd(command)
@@ -177,13 +168,9 @@ fn run_persisted(con: &mut Connection, command: &str, key: &str, call: &Call) ->
         .arg(key)
         .query(con)
         .unwrap();
-    five_of(&reply, call)
-}
-
-fn five_of(reply: &[i64], call: &Call) -> [i64; 5] {
     let args = arguments(call);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    support::first_five(reply, &args)
+    support::first_five(&reply, &args)
 }
 
 #[test]
@@ -242,7 +229,7 @@ fn the_module_matches_the_reference_model_reply_by_reply() {
             } else {
                 model.check(&key, &call)
             };
-            let actual = run_persisted(&mut con, command, &key, &call);
+            let actual = run(&mut con, command, &key, &call);
             assert_eq!(
                 actual,
                 expected,
