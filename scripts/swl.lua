@@ -52,6 +52,7 @@ local struct_pack, struct_unpack, unpack
 local function bind_globals()
   redis_call, redis_pcall = redis.call, redis.pcall
   string_byte, string_char, string_format = string.byte, string.char, string.format
+  -- (The global unpack, which the local of that name hides.)
   struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
 end
 
@@ -2741,6 +2742,11 @@ local function prepare(keys, args, command, clock_ms, first_member, trims, start
   return log, windows, now, cost, penalize, expiry_before, oldest
 end
 
+-- The last expiry's time and text: calls in the same millisecond with
+-- the same window share it, and where calls come further apart a miss
+-- costs only the text (num's table would keep, and drop, one per call).
+local last_expiry_at, last_expiry_text = false, false
+
 -- Sets the key to expire `ms` after the call's clock, as the module does:
 -- at an absolute time, so a long call does not push it later. A time the
 -- server's clock has already passed (a window shorter than the call)
@@ -2749,11 +2755,7 @@ end
 -- reached, where the module's key lives to the end of that millisecond:
 -- for the few-millisecond waits where the call may last that long, such
 -- a time is put a millisecond later.
--- The last expiry's time and text: calls in the same millisecond with
--- the same window share it, and where calls come further apart a miss
--- costs only the text (num's table would keep, and drop, one per call).
 local EXPIRY_CHECKED_BELOW_MS = 10
-local last_expiry_at, last_expiry_text = false, false
 local function expire_in(key, ms, clock_ms)
   local at = clock_ms + ms
   if ms < EXPIRY_CHECKED_BELOW_MS and at == server_clock() then at = at + 1 end
