@@ -155,6 +155,8 @@ export declare class SwlStore {
   get(key: string): Promise<ClientRateLimitInfo | undefined>;
   resetKey(key: string): Promise<void>;
 }
+/** SwlStore is also the default export, as RedisStore is rate-limit-redis's: `import SwlStore from 'redis-swl'`. */
+export default SwlStore;
 
 /** rate-limiter-flexible's store options that RateLimiterSwl takes, and ours. */
 export interface RateLimiterSwlOptions extends CommonOptions {

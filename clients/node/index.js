@@ -43,6 +43,15 @@ module.exports = {
   librarySource,
   ENCODINGS,
 };
+// SwlStore is the default export, as RedisStore is rate-limit-redis's.
+// TypeScript compiled to CommonJS reads `import SwlStore from 'redis-swl'`
+// as require('redis-swl').default; with esModuleInterop (and in Babel's
+// output) that is the whole module unless it sets `__esModule`.
+// rate-limit-redis's CommonJS build sets both. Neither is enumerable, so
+// listing or copying the exports gives the names it always did. The ES
+// module entry point (index.mjs) names its default itself.
+Object.defineProperty(module.exports, '__esModule', { value: true });
+Object.defineProperty(module.exports, 'default', { value: SwlStore, writable: true, configurable: true });
 let rateLimiterSwl;
 Object.defineProperty(module.exports, 'RateLimiterSwl', {
   enumerable: true,

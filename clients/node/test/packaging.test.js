@@ -81,15 +81,16 @@ it('installs into a fresh app, which loads the library it carries', async () => 
       14, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
     ]);
     // As an ES module: SwlStore is the default export, as RedisStore is
-    // rate-limit-redis's, and every name is there; require is unchanged.
+    // rate-limit-redis's, and every name is there; require lists the same
+    // names, and has SwlStore as default too (not listed).
     const esm = await run('node', ['--input-type=module', '-e', `
       import SwlStore, * as swl from 'redis-swl';
       import { createRequire } from 'node:module';
       const cjs = createRequire(import.meta.url)('redis-swl');
       const names = Object.keys(swl).filter((name) => name !== 'default').sort();
-      console.log(JSON.stringify([SwlStore === cjs.SwlStore, swl.SWL === cjs.SWL, names.join() === Object.keys(cjs).sort().join(), 'default' in cjs]));
+      console.log(JSON.stringify([SwlStore === cjs.SwlStore, swl.SWL === cjs.SWL, names.join() === Object.keys(cjs).sort().join(), cjs.default === SwlStore]));
     `], { cwd: app });
-    assert.deepEqual(JSON.parse(esm.stdout), [true, true, true, false]);
+    assert.deepEqual(JSON.parse(esm.stdout), [true, true, true, true]);
     const probe = await server.client();
     try {
       assert.equal((await probe.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'swl'])).length, 1);
