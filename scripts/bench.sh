@@ -29,9 +29,19 @@
 #               no more Lua than the script's, which is the floor
 #   refund      SWL.REFUND's server time beside SWL.CHECK's, in every
 #               encoding, and through the function library
+#   patterns    bytes per entry of one log built under out-of-order
+#               arrivals (a client an hour behind, calls up to ten
+#               minutes behind, inserts crafted after blocks' first
+#               times, three servers 30 ms apart), tiny logs, in both
+#               compact format versions and a sorted set
+#   behind      server time per call of three servers 30 ms apart against
+#               in-order calls, at 100 a second in a one-minute window,
+#               module, library and script
+#   costliest   the slowest single call among candidates on logs of
+#               format version 2 built out of order, module and library
 # Where the library cannot read a log (WRONGTYPE), its figure is "failed".
 # Usage: scripts/bench.sh [requests per throughput run]
-#        BENCH_ONLY=worst|rewrites|speed|library|formats scripts/bench.sh
+#        BENCH_ONLY=worst|rewrites|speed|library|formats|patterns|behind|costliest scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -960,6 +970,393 @@ library_formats() {
     echo "swl.lua here: ${written[0]}, ${written[1]}; $reply"
 }
 
+# Out-of-order arrivals. A window and a limit no log here reaches: nothing
+# is trimmed and every call is admitted, unless a pattern says otherwise.
+BIG=1000000000000
+
+# The times of one arrival pattern, in the order they arrive, one a line,
+# from t = 1700000000000 on, t advancing a second a call unless said:
+#   inorder  24,000 calls, in order
+#   hour     24,000 calls; every tenth from a client an hour behind
+#            (now_ms = t - 3,600,000)
+#   tenmin   24,000 calls, each 0 to 10 minutes behind (now_ms = t -
+#            random(0..600,000), seeded)
+#   crafted  the 4,000 in-order calls the crafted log starts from (the
+#            inserts after them are chosen on the log: crafted_inserts)
+#   ten, one 10 calls and 1, in order
+#   servers  three application servers whose clocks are 30 ms apart
+#            calling one key 100 times a second, in turn, for three
+#            minutes (t advancing 10 ms a call: t, t - 30, t - 60
+#            interleaved; 18,000 calls), under a one-minute window
+pattern_times() {
+    awk -v p="$1" -v b=1700000000000 'BEGIN {
+        srand(5)
+        if (p == "inorder") for (i = 0; i < 24000; i++) printf "%.0f\n", b + 1000 * i
+        if (p == "hour") for (i = 0; i < 24000; i++) printf "%.0f\n", b + 3600000 + 1000 * i - (i % 10 == 9 ? 3600000 : 0)
+        if (p == "tenmin") for (i = 0; i < 24000; i++) printf "%.0f\n", b + 600000 + 1000 * i - int(rand() * 600001)
+        if (p == "crafted") for (i = 0; i < 4000; i++) printf "%.0f\n", b + 1000 * i
+        if (p == "ten") for (i = 0; i < 10; i++) printf "%.0f\n", b + 1000 * i
+        if (p == "one") printf "%.0f\n", b
+        if (p == "servers") for (i = 0; i < 18000; i++) printf "%.0f\n", b + 10 * i - 30 * (i % 3)
+    }'
+}
+
+# The window of a pattern's calls: a minute for the three servers.
+pattern_window() { if [ "$1" = servers ]; then echo 60000; else echo "$BIG"; fi; }
+
+# Inserts into a log of format version 2, each at 1 ms after the first
+# time of a block in the middle (read with GETRANGE: a block's first time
+# is its first 7 bytes, little-endian, blocks 256 bytes apart from byte
+# 24): from a cursor over the blocks between the head block's and the
+# last three, the next block of at least 16 entries; the cursor stays on
+# a block while its inserts add blocks to the log, and moves on when one
+# does not. ARGV: the inserts, the cursor, the window and limit of each.
+# Replies the cursor, then the times inserted.
+CRAFT='local key, count, cursor = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+local big = ARGV[3]
+local function u32(s)
+  local a, b, c, d = string.byte(s, 1, 4)
+  return a + b * 256 + c * 65536 + d * 16777216
+end
+local function block(i)
+  local h = redis.call("GETRANGE", key, 24 + 256 * i, 24 + 256 * i + 13)
+  local t = 0
+  for j = 7, 1, -1 do t = t * 256 + string.byte(h, j) end
+  return t, string.byte(h, 13) + string.byte(h, 14) * 256
+end
+local out = {}
+for j = 1, count do
+  local head = u32(redis.call("GETRANGE", key, 12, 15))
+  local last = u32(redis.call("GETRANGE", key, 16, 19))
+  if last - 3 < head + 1 then return redis.error_reply("too few blocks to craft in") end
+  local first, n
+  for step = 0, last do
+    if cursor < head + 1 or cursor > last - 3 then cursor = head + 1 end
+    first, n = block(cursor)
+    if n >= 16 then break end
+    cursor = cursor + 1
+  end
+  local at = string.format("%d", first + 1)
+  redis.call("SWL.CHECK", key, big, big, at)
+  out[#out + 1] = at
+  if u32(redis.call("GETRANGE", key, 16, 19)) == last then cursor = cursor + 1 end
+end
+table.insert(out, 1, cursor)
+return out'
+
+CRAFTED_INSERTS=${BENCH_CRAFTED_INSERTS:-20000}
+
+# The crafted inserts into the log `key` (format version 2), 1,000 a
+# script call, their times appended to `file`.
+crafted_inserts() {
+    local key=$1 file=$2 cursor=1 done=0 chunk out
+    : >"$file"
+    while [ "$done" -lt "$CRAFTED_INSERTS" ]; do
+        chunk=$((CRAFTED_INSERTS - done < 1000 ? CRAFTED_INSERTS - done : 1000))
+        out=$(cli eval "$CRAFT" 1 "$key" "$chunk" "$cursor" "$BIG")
+        cursor=$(echo "$out" | sed -n 1p)
+        [[ "$cursor" =~ ^[0-9]+$ ]] || { echo "bench: crafting failed: $cursor" >&2; return 1; }
+        echo "$out" | tail -n +2 >>"$file"
+        done=$((done + chunk))
+    done
+}
+
+# Records the times on stdin in the log `key` by SWL.CHECK (window
+# `window`, a limit nothing reaches), in one pipelined connection, under
+# the current swl.encoding.
+record_times() {
+    awk -v k="$1" -v w="$2" -v l="$BIG" '{ printf "SWL.CHECK %s %s %s %s\r\n", k, w, l, $1 }' | pipe_commands
+}
+
+# The log `key` built by SWL.CHECK under the arrival pattern, in the
+# encoding `encoding`. The crafted log's inserts are chosen on a log of
+# format version 2 (crafted_inserts, their times kept in
+# $dir/crafted.times); in the other encodings the same times are replayed.
+build_pattern() {
+    local key=$1 pattern=$2 encoding=$3 window
+    window=$(pattern_window "$pattern")
+    cli config set swl.encoding "$encoding" >/dev/null
+    pattern_times "$pattern" | record_times "$key" "$window"
+    if [ "$pattern" = crafted ]; then
+        if [ "$encoding" = compact ]; then
+            if [ "$(format_of "$key")" = v2 ]; then
+                crafted_inserts "$key" "$dir/crafted.times" || true
+            else
+                echo "bench: $key is not of format version 2 ($(format_of "$key")): no crafted inserts" >&2
+                : >"$dir/crafted.times"
+            fi
+        else
+            record_times "$key" "$window" <"$dir/crafted.times"
+        fi
+    fi
+}
+
+# The live entries a pattern leaves: with a window the log's width, the
+# times after the last trim point (the latest now_ms less the window).
+expected_entries() {
+    local window
+    window=$(pattern_window "$1")
+    {
+        pattern_times "$1"
+        if [ "$1" = crafted ]; then cat "$dir/crafted.times"; fi
+    } | awk -v w="$window" '{ t[NR] = $1; if ($1 > m) m = $1 }
+        END { for (i = 1; i <= NR; i++) if (t[i] > m - w) n++; print n }'
+}
+
+PATTERN_ROW='%-44s %8s %10s %10s %11s %7s\n'
+
+# 20000 as 20,000.
+commas() { echo "$1" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta'; }
+
+# Bytes per live entry (MEMORY USAGE key SAMPLES 0 / the entries SWL.ENTRIES
+# lists) of one log built by SWL.CHECK under each arrival pattern, in
+# compact format version 2 (swl.encoding compact), version 1 (compact1)
+# and a sorted set (zset). Each log is checked to hold the entries the
+# pattern leaves, in the format named.
+memory_arrivals() {
+    local pattern encoding problems=()
+    local -A labels=(
+        [inorder]="1. in order, 1/s, 24,000"
+        [hour]="2. a tenth an hour behind, 1/s, 24,000"
+        [tenmin]="3. each 0-10 min behind, 1/s, 24,000"
+        [crafted]="4. crafted: 4,000 in order + $(commas "$CRAFTED_INSERTS") inserts"
+        [ten]="5. 10 entries, in order"
+        [one]="6. 1 entry"
+        [servers]="7. 3 servers 30 ms apart, 100/s, 1 min"
+    )
+    # shellcheck disable=SC2059
+    printf "$PATTERN_ROW" pattern entries "format 2" "format 1" "sorted set" "v2/v1"
+    for pattern in inorder hour tenmin crafted ten one servers; do
+        cli flushall >/dev/null
+        local -A per=()
+        local entries="" expected
+        for encoding in compact compact1 zset; do
+            build_pattern "pa:$encoding" "$pattern" "$encoding"
+        done
+        expected=$(expected_entries "$pattern")
+        for encoding in compact compact1 zset; do
+            local n format bytes
+            n=$(cli swl.entries "pa:$encoding" | grep -c '^[0-9]' || true)
+            format=$(format_of "pa:$encoding")
+            bytes=$(cli memory usage "pa:$encoding" samples 0)
+            if [ "$n" -ne "$expected" ] || [ "$format" != "$(format_written_by "$encoding")" ]; then
+                problems+=("$pattern: pa:$encoding holds $n entries (expected $expected), format $format")
+            fi
+            per[$encoding]=$(awk -v m="$bytes" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", m / n; else print "n/a" }')
+            entries=$n
+        done
+        # shellcheck disable=SC2059
+        printf "$PATTERN_ROW" "${labels[$pattern]}" "$entries" "${per[compact]}" "${per[compact1]}" "${per[zset]}" \
+            "$(ratio "${per[compact]}" "${per[compact1]}")"
+    done
+    echo "(bytes per live entry, MEMORY USAGE SAMPLES 0 / SWL.ENTRIES; format 2: swl.encoding compact, format 1: compact1)"
+    if [ "${#problems[@]}" -gt 0 ]; then printf 'NOT AS BUILT: %s\n' "${problems[@]}"; fi
+    cli flushall >/dev/null
+    cli config set swl.encoding zset >/dev/null
+}
+
+# The usual script with the time of the call passed in (ARGV[3]) rather
+# than read from the server's clock, so that it runs the same calls as the
+# module and the library; the member is that time and the count, unique
+# as long as the times are.
+LUA_AT='local now = tonumber(ARGV[3])
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now - window)
+local count = redis.call("ZCARD", KEYS[1])
+if count < limit then
+  redis.call("ZADD", KEYS[1], now, ARGV[3] .. "-" .. count)
+  redis.call("PEXPIRE", KEYS[1], window)
+  return 1
+end
+return 0'
+
+BEHIND_ROUNDS=${BENCH_BEHIND_ROUNDS:-5}
+BEHIND_CALLS=${BENCH_BEHIND_CALLS:-6000}
+
+# Calls number `from` to `to` - 1 of one key at 100 a second under a
+# one-minute window: in order (t = t0 + 10 ms a call), or from three
+# servers 30 ms apart (t, t - 30, t - 60 in turn); `prefix` is the call up
+# to now_ms, which comes last.
+behind_calls() {
+    awk -v p="$1" -v from="$2" -v to="$3" -v prefix="$4" -v b=1700000000000 'BEGIN {
+        for (i = from; i < to; i++) printf "%s %.0f\r\n", prefix, b + 10 * i - (p == "servers" ? 30 * (i % 3) : 0) }'
+}
+
+# Server time per call (INFO commandstats) of the module, the library
+# and the usual script (with the time passed in) on format 2 (the
+# script: its sorted set), in steady state: each log first takes a
+# minute of calls (6,000), then every call trims about one entry and
+# adds one. In order against three servers 30 ms apart, one after the
+# other on each path; the paths run in turn, BEHIND_ROUNDS rounds of
+# BEHIND_CALLS calls each (continuing the times), and each figure is the
+# median of its rounds.
+behind_cost() {
+    local sha_at pattern path round from rounds=() problems=()
+    local -A prefix stat us
+    cli flushall >/dev/null
+    sha_at=$(cli script load "$LUA_AT")
+    cli config set swl.encoding compact >/dev/null
+    load_library compact
+    for pattern in inorder servers; do
+        prefix[module:$pattern]="SWL.CHECK bh:m:$pattern 60000 $BIG"
+        prefix[library:$pattern]="FCALL swl_check 1 bh:l:$pattern 60000 $BIG"
+        prefix[script:$pattern]="EVALSHA $sha_at 1 bh:s:$pattern 60000 $BIG"
+        for path in module library script; do
+            behind_calls "$pattern" 0 6000 "${prefix[$path:$pattern]}" | pipe_measured
+        done
+    done
+    stat=([module]=swl.check [library]=fcall [script]=evalsha)
+    for round in $(seq 1 "$BEHIND_ROUNDS"); do
+        from=$((6000 + (round - 1) * BEHIND_CALLS))
+        for path in module library script; do
+            for pattern in inorder servers; do
+                cli config resetstat >/dev/null
+                behind_calls "$pattern" "$from" $((from + BEHIND_CALLS)) "${prefix[$path:$pattern]}" | pipe_measured
+                rounds+=("$path:$pattern $(call_time "${stat[$path]}")")
+            done
+        done
+    done
+    for pattern in inorder servers; do
+        for path in module library script; do
+            us[$path:$pattern]=$(printf '%s\n' "${rounds[@]}" | awk -v k="$path:$pattern" '$1 == k { print $2 }' | median)
+        done
+        local m l s
+        m=$(format_of "bh:m:$pattern")
+        l=$(format_of "bh:l:$pattern")
+        s=$(format_of "bh:s:$pattern")
+        [ "$m" = v2 ] && [ "$l" = v2 ] && [ "$s" = zset ] ||
+            problems+=("$pattern: the module's log is $m, the library's $l, the script's $s")
+    done
+    printf '%-32s %12s %14s %9s\n' path "in order (a)" "3 servers (b)" "(b)/(a)"
+    local -A names=([module]="SWL.CHECK, format 2" [library]="FCALL swl_check, format 2" [script]="the usual script (sorted set)")
+    for path in module library script; do
+        printf '%-32s %12s %14s %9s\n' "${names[$path]}" "${us[$path:inorder]}" "${us[$path:servers]}" \
+            "$(ratio "${us[$path:servers]}" "${us[$path:inorder]}")"
+    done
+    echo "(server microseconds per call, INFO commandstats; median of $BEHIND_ROUNDS rounds of $BEHIND_CALLS calls, after 6,000 to fill the minute)"
+    if [ "${#problems[@]}" -gt 0 ]; then printf 'NOT AS BUILT: %s\n' "${problems[@]}"; fi
+    cli flushall >/dev/null
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+}
+
+COSTLIEST_ROUNDS=${BENCH_COSTLIEST_ROUNDS:-3}
+
+# The server microseconds of one call (its SLOWLOG entry, every call
+# logged), or "failed" where its reply is not the integers of a check,
+# peek or refund (an error).
+slow_us() {
+    local reply name
+    name=$(echo "$1" | tr '[:upper:]' '[:lower:]')
+    cli slowlog reset >/dev/null
+    reply=$(cli "$@" 2>&1 | sed -n 1p)
+    if ! [[ "$reply" =~ ^[0-9]+$ ]]; then echo failed; return; fi
+    cli slowlog get 1 | awk -v c="$name" 'NR == 3 { d = $1 } NR == 4 { n = tolower($1) } END { if (n == c) print d; else print "n/a" }'
+}
+
+# The largest of the server times of one call made COSTLIEST_ROUNDS
+# times, each on a fresh copy of the log `template`; {key} in an argument
+# becomes the copy. "failed" where any call failed.
+costliest_call() {
+    local template=$1 i
+    shift
+    for i in $(seq 1 "$COSTLIEST_ROUNDS"); do
+        cli copy "$template" cc:one replace >/dev/null
+        slow_us "${@//\{key\}/cc:one}"
+    done | awk '$1 !~ /^[0-9]+$/ { bad = $1 } $1 + 0 > m { m = $1 + 0 } END { if (bad != "") print bad; else print m }'
+    cli del cc:one >/dev/null
+}
+
+# The slowest single call found among a set of candidates, on logs of
+# format version 2 built by patterns 2, 3 and 4 (memory_arrivals), through
+# the module and through the library (loaded with ENCODING 'compact', on
+# copies of the module's logs): server microseconds from SLOWLOG
+# (slowlog-log-slower-than 0), the largest of COSTLIEST_ROUNDS calls each
+# on a fresh copy of the log.
+costliest() {
+    local pattern path c
+    local patterns=(hour tenmin crafted) candidates=(older middle block cost refund peek)
+    local -A cell oldest newest middle blockfirst peekargs entries
+    local -A labels=(
+        [older]="an entry older than all"
+        [middle]="an entry at the middle entry's time"
+        [block]="1 ms after a middle block's first time"
+        [cost]="COST 100000 at the newest time"
+        [refund]="a refund of half the entries"
+        [peek]="a PEEK with 100 windows"
+    )
+    cli flushall >/dev/null
+    cli config set slowlog-log-slower-than 0 >/dev/null
+    load_library compact
+    for pattern in "${patterns[@]}"; do
+        build_pattern "cl:$pattern" "$pattern" compact
+        local times n span head tail m w=() i
+        times=$(cli swl.entries "cl:$pattern" | grep '^[0-9]' | sort -n)
+        n=$(echo "$times" | wc -l)
+        entries[$pattern]=$n
+        oldest[$pattern]=$(echo "$times" | sed -n 1p)
+        newest[$pattern]=$(echo "$times" | sed -n '$p')
+        middle[$pattern]=$(echo "$times" | sed -n "$((n / 2))p")
+        head=$(cli getrange "cl:$pattern" 12 15 | od -An -tu4 | awk '{ print $1 }')
+        tail=$(cli getrange "cl:$pattern" 16 19 | od -An -tu4 | awk '{ print $1 }')
+        m=$(((${head:-0} + ${tail:-0}) / 2))
+        blockfirst[$pattern]=$(cli getrange "cl:$pattern" $((24 + 256 * m)) $((24 + 256 * m + 6)) | od -An -tu1 -N7 |
+            awk '{ t = 0; for (i = 7; i >= 1; i--) t = t * 256 + $i; printf "%.0f", t }')
+        # 100 windows from a hundredth of the log's span to all of it,
+        # each limit about half the entries in its window: each denies
+        # and looks up the entry it waits for.
+        span=$((newest[$pattern] - oldest[$pattern] + 1))
+        for i in $(seq 1 100); do
+            [ "$i" -gt 1 ] && w+=(WINDOW)
+            w+=($((span * i / 100 + 1)) $((n * i / 200 + 1)))
+        done
+        peekargs[$pattern]="${w[*]}"
+        cli copy "cl:$pattern" "cl:fn:$pattern" >/dev/null
+    done
+    for pattern in "${patterns[@]}"; do
+        local o=${oldest[$pattern]} nw=${newest[$pattern]} half=$((entries[$pattern] / 2))
+        local -a pk
+        read -r -a pk <<<"${peekargs[$pattern]}"
+        for path in module library; do
+            local key="cl:$pattern" check=(SWL.CHECK "{key}") peek=(SWL.PEEK "{key}") refund=(SWL.REFUND "{key}")
+            if [ "$path" = library ]; then
+                key="cl:fn:$pattern" check=(FCALL swl_check 1 "{key}") peek=(FCALL swl_peek 1 "{key}") refund=(FCALL swl_refund 1 "{key}")
+            fi
+            cell[older:$pattern:$path]=$(costliest_call "$key" "${check[@]}" "$BIG" "$BIG" $((o - 1000)))
+            cell[middle:$pattern:$path]=$(costliest_call "$key" "${check[@]}" "$BIG" "$BIG" "${middle[$pattern]}")
+            cell[block:$pattern:$path]=$(costliest_call "$key" "${check[@]}" "$BIG" "$BIG" $((blockfirst[$pattern] + 1)))
+            cell[cost:$pattern:$path]=$(costliest_call "$key" "${check[@]}" "$BIG" "$BIG" "$nw" COST 100000)
+            cell[refund:$pattern:$path]=$(costliest_call "$key" "${refund[@]}" "$BIG" "$BIG" "$nw" COST "$half")
+            cell[peek:$pattern:$path]=$(costliest_call "$key" "${peek[@]}" "${pk[@]:0:2}" "$nw" "${pk[@]:2}")
+        done
+    done
+    local row='%-40s %9s %9s %9s %9s %9s %9s\n'
+    printf '%-40s %19s %19s %19s\n' "" "2. an hour behind" "3. 0-10 min behind" "4. crafted"
+    # shellcheck disable=SC2059
+    printf "$row" call module swl.lua module swl.lua module swl.lua
+    for c in "${candidates[@]}"; do
+        # shellcheck disable=SC2059
+        printf "$row" "${labels[$c]}" "${cell[$c:hour:module]}" "${cell[$c:hour:library]}" "${cell[$c:tenmin:module]}" \
+            "${cell[$c:tenmin:library]}" "${cell[$c:crafted:module]}" "${cell[$c:crafted:library]}"
+    done
+    local worst=()
+    for pattern in "${patterns[@]}"; do
+        for path in module library; do
+            worst+=("$(for c in "${candidates[@]}"; do echo "${cell[$c:$pattern:$path]} $c"; done |
+                awk '$1 ~ /^[0-9]+$/ && $1 + 0 >= m { m = $1 + 0; w = $2 } END { if (w == "") print "failed"; else print m " (" w ")" }')")
+        done
+    done
+    echo "worst:"
+    for i in 0 1 2; do
+        printf '  %-10s module %-18s swl.lua %s\n' "${patterns[$i]}" "${worst[$((2 * i))]}" "${worst[$((2 * i + 1))]}"
+    done
+    echo "(server microseconds, SLOWLOG, the largest of $COSTLIEST_ROUNDS calls each on a fresh copy; logs of format 2 made by the module, entries: hour ${entries[hour]}, tenmin ${entries[tenmin]}, crafted ${entries[crafted]})"
+    cli config set slowlog-log-slower-than 10000 >/dev/null
+    cli flushall >/dev/null
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+}
+
 start_server
 sha=$(cli script load "$LUA")
 load_library zset
@@ -968,7 +1365,13 @@ printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
 # costliest single calls, the rows of calls that rewrite large compact
 # logs, the server time of compact format version 2 beside version 1, the
 # function library against the usual script, or the memory by arrival
-# pattern and the two-window curve by the size of the log.
+# pattern and the two-window curve by the size of the log; patterns,
+# behind or costliest only the memory of one log under out-of-order
+# arrivals, the time per call of clients behind in steady state, or the
+# slowest calls on logs built out of order.
+PATTERNS_TITLE="Memory per live entry of one log under out-of-order arrivals (bytes)"
+BEHIND_TITLE="Clients behind, steady state: in order at 100/s against three servers 30 ms apart, one-minute window (server microseconds per call)"
+COSTLIEST_TITLE="The slowest single calls on logs of format 2 built out of order (server microseconds, SLOWLOG)"
 case "${BENCH_ONLY:-}" in
     "") ;;
     worst)
@@ -1007,7 +1410,22 @@ case "${BENCH_ONLY:-}" in
         two_window_curve
         exit 0
         ;;
-    *) echo "bench: BENCH_ONLY is worst, rewrites, speed, library or formats, not $BENCH_ONLY" >&2; exit 2 ;;
+    patterns)
+        echo "$PATTERNS_TITLE"
+        memory_arrivals
+        exit 0
+        ;;
+    behind)
+        echo "$BEHIND_TITLE"
+        behind_cost
+        exit 0
+        ;;
+    costliest)
+        echo "$COSTLIEST_TITLE"
+        costliest
+        exit 0
+        ;;
+    *) echo "bench: BENCH_ONLY is worst, rewrites, speed, library, formats, patterns, behind or costliest, not $BENCH_ONLY" >&2; exit 2 ;;
 esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
@@ -1074,3 +1492,12 @@ printf '%-10s %12s %12s %12s %14s %14s %12s\n' encoding SWL.CHECK SWL.REFUND "ch
 refund_speed zset
 refund_speed compact1
 refund_speed compact
+echo
+echo "$PATTERNS_TITLE"
+memory_arrivals
+echo
+echo "$BEHIND_TITLE"
+behind_cost
+echo
+echo "$COSTLIEST_TITLE"
+costliest
