@@ -1169,7 +1169,7 @@ local P_MAX_L, P_MAX_N = 52, 65535
 -- The entries a whole block can hold: one high bit each, no low bits.
 local P_MOST_PER_BLOCK = (P_BLOCK - 16) * 8
 -- The blocks after the one a time goes into that are coded anew with it
--- rather than moved (the module's RECODED_AFTER_AT_MOST).
+-- (the module's RECODED_AFTER_AT_MOST).
 local P_RECODED_AFTER_AT_MOST = 2
 -- Block tables a call may make or read before its garbage is collected
 -- when it ends (see closing).
@@ -1617,42 +1617,57 @@ local function p_l_from_gap(first, second)
 end
 
 -- Codes runs {time, count} (ascending) into building blocks, the first of
--- rank `before`; its l after the block `after` where there is one,
--- otherwise from its first gap (as the module's encode).
-local function p_encode(runs, before, after)
-  local blocks = {}
-  local first_run = 1
-  while runs[first_run] and runs[first_run][2] == 0 do first_run = first_run + 1 end
-  local run = runs[first_run]
-  if not run then return blocks end
-  local first, count = run[1], run[2]
-  local l
-  if after then l = p_l_after(after, first)
-  elseif count > 1 then l = 0
-  else
-    l = 0
-    for i = first_run + 1, #runs do
-      if runs[i][2] > 0 then l = p_l_from_gap(first, runs[i][1]); break end
-    end
+-- rank `before`, each block's l from the entries it opens with: log2 of
+-- their mean gap over at most 64 after its first. Greedy, or with `spread`
+-- k the entries shared out evenly over k blocks (as the module's encode
+-- and l_ahead).
+local function p_encode(runs, before, spread)
+  local blocks, list, remaining = {}, {}, 0
+  for i = 1, #runs do
+    if runs[i][2] > 0 then list[#list + 1] = runs[i]; remaining = remaining + runs[i][2] end
   end
-  local b = p_open(first, l, before)
-  blocks[1] = b
-  local i, time = first_run, first
-  count = count - 1
-  while true do
-    while count > 0 do
-      if count == 1 then count = count - p_push_one(b, time)
-      else count = count - p_push_run(b, time, count) end
-      if count == 0 then break end
-      local next_before = (b.before + b.n) % TWO_32
-      b = p_open(time, p_l_after(b, time), next_before)
-      blocks[#blocks + 1] = b
-      count = count - 1
+  local run, used = 1, 0
+  while remaining > 0 do
+    local target = remaining
+    local k = spread and spread - #blocks or 0
+    if k > 0 then target = (remaining + k - 1 - (remaining + k - 1) % k) / k end
+    local rank = before
+    local b = blocks[#blocks]
+    if b then rank = (b.before + b.n) % TWO_32 end
+    -- l from the entries the block opens with.
+    local first = list[run][1]
+    local wanted = target - 1
+    if wanted > 64 then wanted = 64 end
+    local seen = list[run][2] - used - 1
+    if seen > wanted then seen = wanted end
+    wanted = wanted - seen
+    local last, i = first, run + 1
+    while wanted > 0 and list[i] do
+      local take = list[i][2]
+      if take > wanted then take = wanted end
+      seen, wanted, last, i = seen + take, wanted - take, list[i][1], i + 1
     end
-    i = i + 1
-    run = runs[i]
-    if not run then break end
-    time, count = run[1], run[2]
+    local l = 0
+    if seen > 0 then
+      local d = last - first
+      l = floor_log2((d - d % seen) / seen)
+    end
+    b = p_open(first, l, rank)
+    local taken = 1
+    used = used + 1
+    while taken < target do
+      if used == list[run][2] then run, used = run + 1, 0 end
+      local r = list[run]
+      local want = r[2] - used
+      if want > target - taken then want = target - taken end
+      local pushed
+      if want == 1 then pushed = p_push_one(b, r[1]) else pushed = p_push_run(b, r[1], want) end
+      if pushed == 0 then break end
+      taken, used = taken + pushed, used + pushed
+    end
+    if used == list[run][2] then run, used = run + 1, 0 end
+    remaining = remaining - taken
+    blocks[#blocks + 1] = b
   end
   -- A block under construction is a table of 256 numbers, some 4 KB.
   if #blocks > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
@@ -2142,9 +2157,10 @@ local function p_insert(at, count)
   local len = p_live
   local through = p_count_through(at)
   local index = through >= len and p_tail or p_block_of_rank(through)
-  -- With the blocks after it where they are the last few (a client
-  -- seconds behind): they are filled again rather than split.
-  local last = p_tail - index <= P_RECODED_AFTER_AT_MOST and p_tail or index
+  -- With the few blocks after it: filled again, or shared out evenly,
+  -- rather than split (as the module's insert).
+  local last = index + P_RECODED_AFTER_AT_MOST
+  if last > p_tail then last = p_tail end
   local times = {}
   for i = index, last do
     if not p_times(p_block_at(i), times) then return false end
@@ -2161,8 +2177,11 @@ local function p_insert(at, count)
     if runs[i - 1][1] > runs[i][1] then return false end
   end
   local before = (p_head_rank + from_rank) % TWO_32
-  local after = index > p_head_block and p_block_at(index - 1) or nil
-  local blocks = p_encode(runs, before, after)
+  local blocks = p_encode(runs, before, nil)
+  local recoded = last - index + 1
+  if last < p_tail and #blocks ~= recoded then
+    blocks = p_encode(runs, before, #blocks > recoded and #blocks or recoded)
+  end
   if last == p_tail then
     -- The blocks from `index` to the tail coded anew, in their place where
     -- the value has room (as the module's recode_to_tail).
@@ -2179,19 +2198,19 @@ local function p_insert(at, count)
     p_write_blocks(parts, index, new_last > p_tail and new_last or p_tail, new_last)
     return true
   end
-  local added = #blocks - 1
+  local added = #blocks - recoded
   local tail = p_tail
   local new_tail = tail + added
-  local tail_block = tail > index and p_block_at(tail) or nil
-  local last = tail_block or blocks[#blocks]
-  local last_used = used_bytes(last.n, last.l, last.top)
-  -- The blocks after it, but the tail block, as bytes, ranks bumped.
+  local tail_block = p_block_at(tail)
+  local last_used = used_bytes(tail_block.n, tail_block.l, tail_block.top)
+  -- The blocks after the recoded ones, but the tail block, as bytes,
+  -- ranks bumped.
   local middle = {}
-  if tail > index + 1 then
-    local whole = p_read(P_HEADER + (index + 1) * P_BLOCK, (tail - index - 1) * P_BLOCK)
+  if tail > last + 1 then
+    local whole = p_read(P_HEADER + (last + 1) * P_BLOCK, (tail - last - 1) * P_BLOCK)
     -- Each block moved makes three strings of its size.
-    if tail - index > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
-    for i = 0, tail - index - 2 do
+    if tail - last > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+    for i = 0, tail - last - 2 do
       middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
     end
   end
@@ -2200,23 +2219,19 @@ local function p_insert(at, count)
     -- A new value: the blocks before, the new ones, the ones after.
     local kept_blocks = index - p_head_block
     local kept = kept_blocks > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, kept_blocks * P_BLOCK) or ''
-    local count_blocks = kept_blocks + #blocks + (tail - index)
+    local count_blocks = kept_blocks + #blocks + (tail - last)
     local new_len = p_sized(P_HEADER + (count_blocks - 1) * P_BLOCK + last_used)
     local parts = p_placed(blocks, new_len, kept_blocks, { p_header(p_head_rank, 0, count_blocks - 1), kept })
-    if tail_block then
-      parts[#parts + 1] = table.concat(middle)
-      local _, e = p_extent(new_len, count_blocks - 1)
-      parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
-    end
+    parts[#parts + 1] = table.concat(middle)
+    local _, e = p_extent(new_len, count_blocks - 1)
+    parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
     local body = table.concat(parts)
     p_store(body .. string.rep('\0', new_len - #body))
     return true
   end
   local parts = p_placed(blocks, p_len, index, {})
-  if tail_block then
-    parts[#parts + 1] = table.concat(middle)
-    parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
-  end
+  parts[#parts + 1] = table.concat(middle)
+  parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
   p_write_blocks(parts, index, new_tail, new_tail)
   return true
 end

@@ -289,3 +289,122 @@ pub(crate) mod pairs {
         }
     }
 }
+
+/// Bytes per entry under the orders entries arrive in: format version 2
+/// codes an entry older than the newest into the blocks around it, so no
+/// order leaves it larger than version 1.
+#[cfg(test)]
+mod arrival_tests {
+    use super::*;
+    use crate::window::tests::XorShift;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// The bytes per entry of one log of `version` that records `times` in
+    /// their order, its every entry checked at the end.
+    fn bytes_per_entry(version: Version, times: &[u64]) -> f64 {
+        let mut value: Option<Vec<u8>> = None;
+        for &t in times {
+            match record(value.as_deref_mut(), version, t, 1).unwrap() {
+                Change::Replace(bytes) => value = Some(bytes),
+                Change::Nothing | Change::InPlace(_) | Change::Ranges(_) => {}
+                Change::Emptied => unreachable!("recording never empties"),
+            }
+        }
+        let value = value.unwrap();
+        let mut sorted = times.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(Log::parse(&value).unwrap().entries().unwrap(), sorted);
+        value.len() as f64 / times.len() as f64
+    }
+
+    /// The arrival orders, by name: seconds apart unless said otherwise.
+    fn patterns() -> Vec<(String, Vec<u64>)> {
+        let mut rng = XorShift(7);
+        let second = |i: u64| T0 + i * 1000;
+        let mut crafted: Vec<u64> = (0..3000).map(second).collect();
+        // Inserts 1 ms after the first time of blocks in the middle.
+        crafted.extend((0..3000).map(|j| T0 + (j % 100) * 170_000 + 1));
+        let mut found: Vec<(String, Vec<u64>)> = vec![
+            ("in order".into(), (0..24_000).map(second).collect()),
+            (
+                "a tenth an hour behind".into(),
+                (0..24_000)
+                    .map(|i| second(i) - if i % 10 == 9 { 3_600_000 } else { 0 })
+                    .collect(),
+            ),
+            (
+                "each 0 to 10 minutes behind".into(),
+                (0..24_000)
+                    .map(|i| second(i) + 600_000 - rng.below(600_001))
+                    .collect(),
+            ),
+            (
+                "three servers 30 ms apart".into(),
+                (0..6000)
+                    .map(|i| T0 + (i / 3) * 30 - (i % 3) * 30)
+                    .collect(),
+            ),
+            ("crafted after blocks' first times".into(), crafted),
+            (
+                "each older than all".into(),
+                (0..6000).map(|i| second(10_000 - i)).collect(),
+            ),
+            (
+                "random in a day".into(),
+                (0..20_000).map(|_| T0 + rng.below(86_400_000)).collect(),
+            ),
+            (
+                "random in a year".into(),
+                (0..20_000)
+                    .map(|_| T0 + rng.below(31_536_000_000))
+                    .collect(),
+            ),
+            (
+                "hourly, a third up to 14 hours behind".into(),
+                (0..5000)
+                    .map(|i| {
+                        T0 + i * 3_600_000 - if i % 3 == 0 { rng.below(50_000_000) } else { 0 }
+                    })
+                    .collect(),
+            ),
+            (
+                "sawtooth".into(),
+                (0..20_000)
+                    .map(|i| T0 + (i % 100) * 100_000 + i / 100)
+                    .collect(),
+            ),
+            (
+                "two clocks an hour apart".into(),
+                (0..20_000)
+                    .map(|i| second(i / 2) + if i % 2 == 0 { 3_600_000 } else { 0 })
+                    .collect(),
+            ),
+        ];
+        for n in 1..=10 {
+            found.push((format!("{n} in order"), (0..n).map(second).collect()));
+        }
+        found
+    }
+
+    #[test]
+    fn no_arrival_order_makes_version_2_larger_than_version_1() {
+        for (name, times) in patterns() {
+            let packed = bytes_per_entry(Version::Packed, &times);
+            let slots = bytes_per_entry(Version::Slots, &times);
+            assert!(packed <= slots, "{name}: {packed} against {slots}");
+        }
+    }
+
+    #[test]
+    fn entries_an_hour_behind_cost_about_what_entries_in_order_do() {
+        let patterns = patterns();
+        let of = |name: &str| {
+            let (_, times) = patterns.iter().find(|(n, _)| n == name).unwrap();
+            bytes_per_entry(Version::Packed, times)
+        };
+        assert!(of("in order") < 1.75, "{}", of("in order"));
+        assert!(of("a tenth an hour behind") < 2.0);
+        assert!(of("crafted after blocks' first times") < 2.5);
+    }
+}

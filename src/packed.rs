@@ -746,42 +746,76 @@ fn write_header(value: &mut [u8], head_rank: u32, head_block: usize, tail: usize
     value[TAIL_AT].copy_from_slice(&(tail as u32).to_le_bytes());
 }
 
-/// Encodes `times` (ascending) into blocks, the first of rank `before`;
-/// its `l` after the block `after` where there is one, otherwise from its
-/// first gap.
-fn encode(times: &[(u64, usize)], before: u32, after: Option<Block>) -> Vec<Building> {
+/// Encodes `runs` (ascending times, each with its count) into blocks, the
+/// first of rank `before`, each block's `l` from the entries it opens with
+/// (`l_ahead`). Greedy, each block filled as far as it goes; or, with
+/// `spread` Some(k), the entries shared out evenly over k blocks (more only
+/// where k do not hold them), so that a block split in the middle of a log
+/// leaves no block nearly empty.
+fn encode(runs: &[(u64, usize)], before: u32, spread: Option<usize>) -> Vec<Building> {
+    let runs: Vec<(u64, usize)> = runs.iter().copied().filter(|&(_, c)| c > 0).collect();
+    let mut remaining: usize = runs.iter().map(|&(_, c)| c).sum();
     let mut blocks: Vec<Building> = Vec::new();
-    let mut runs = times.iter().copied().filter(|&(_, count)| count > 0);
-    let Some((first, count)) = runs.next() else {
-        return blocks;
-    };
-    let l = match after {
-        Some(block) => l_after(block, first),
-        None if count > 1 => 0,
-        None => times
-            .iter()
-            .skip(1)
-            .find(|&&(_, c)| c > 0)
-            .map_or(0, |&(second, _)| l_from_gap(first, second)),
-    };
-    blocks.push(Building::open(first, l, before));
-    let mut pending = Some((first, count - 1));
-    while let Some((time, mut count)) = pending.take().or_else(|| runs.next()) {
-        loop {
-            let last = blocks.last_mut().map(|b| b.push_run(time, count));
-            count -= last.unwrap_or(0);
-            if count == 0 {
+    // The next entry to place: `used` of run `run`'s entries are placed.
+    let (mut run, mut used) = (0, 0);
+    while remaining > 0 {
+        let target = match spread {
+            Some(k) if blocks.len() < k => remaining.div_ceil(k - blocks.len()),
+            _ => remaining,
+        };
+        let rank = blocks.last().map_or(before, |b| {
+            let b = b.view();
+            b.before().wrapping_add(b.n() as u32)
+        });
+        let l = l_ahead(&runs, run, used, target);
+        let mut block = Building::open(runs[run].0, l, rank);
+        let mut taken = 1;
+        used += 1;
+        while taken < target {
+            if used == runs[run].1 {
+                (run, used) = (run + 1, 0);
+            }
+            let (time, count) = runs[run];
+            let pushed = block.push_run(time, (count - used).min(target - taken));
+            if pushed == 0 {
                 break;
             }
-            let full = blocks.last().map(|b| b.view());
-            let Some(full) = full else { break };
-            let next_before = full.before().wrapping_add(full.n() as u32);
-            let l = l_after(full, time);
-            blocks.push(Building::open(time, l, next_before));
-            count -= 1;
+            taken += pushed;
+            used += pushed;
         }
+        if used == runs[run].1 {
+            (run, used) = (run + 1, 0);
+        }
+        remaining -= taken;
+        blocks.push(block);
     }
     blocks
+}
+
+/// The entries after a block's first that its `l` is taken from, at most.
+const L_FROM_AT_MOST: usize = 64;
+
+/// The `l` of a block that opens with entry `used` of run `run` and holds
+/// at most `target` entries: log2 of the mean gap over the entries it
+/// opens with (0 where they share one time, or it holds one). Each entry
+/// then costs about l + 2 bits, whatever the blocks before were.
+fn l_ahead(runs: &[(u64, usize)], run: usize, used: usize, target: usize) -> u32 {
+    let first = runs[run].0;
+    let mut wanted = (target - 1).min(L_FROM_AT_MOST);
+    let mut seen = (runs[run].1 - used - 1).min(wanted);
+    wanted -= seen;
+    let mut last = first;
+    for &(time, count) in &runs[run + 1..] {
+        if wanted == 0 {
+            break;
+        }
+        let take = count.min(wanted);
+        (seen, wanted, last) = (seen + take, wanted - take, time);
+    }
+    if seen == 0 {
+        return 0;
+    }
+    floor_log2((last - first) / seen as u64).min(MAX_L)
 }
 
 /// A new value holding `count` entries at `time`: blocks of equal times,
@@ -993,14 +1027,18 @@ fn append(value: &mut [u8], time: u64, count: usize) -> Option<Change> {
 }
 
 /// Codes the block `time` goes into anew, with `count` more entries at
-/// `time`, into the blocks they take (its entries and the new ones only:
-/// bounded but for a large count); the blocks after it move up by the
+/// `time`, together with the (up to RECODED_AFTER_AT_MOST) blocks after
+/// it: bounded but for a large count. Where they end at the tail block
+/// they are filled in order, the last one left for appends; elsewhere the
+/// entries are shared out evenly over as many blocks as they take, so that
+/// entries arriving behind the newest fill the blocks around them rather
+/// than split off nearly empty ones. The blocks after move up by the
 /// blocks added, as bytes, each counting `count` more entries before it.
 /// In place where the value has room, otherwise into a new value (the
 /// blocks before copied as bytes).
 fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatError> {
     let len = value.len();
-    let (index, blocks, head_rank, head_block, tail) = {
+    let (index, last, blocks, head_rank, head_block, tail) = {
         let log = Log::parse(value)?;
         let through = log.count_through(time);
         let index = if through >= log.len() {
@@ -1008,15 +1046,7 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         } else {
             log.block_of_rank(through)
         };
-        // The block's entries (live ones only, in the head block) with the
-        // new ones among them; and those of the blocks after it where
-        // they are the last few (a client seconds behind), so that the
-        // blocks are filled again rather than split.
-        let last = if log.tail - index <= RECODED_AFTER_AT_MOST {
-            log.tail
-        } else {
-            index
-        };
+        let last = (index + RECODED_AFTER_AT_MOST).min(log.tail);
         let mut times = Vec::new();
         for i in index..=last {
             log.block(i).times(&mut times)?;
@@ -1033,31 +1063,32 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
             return Err(FormatError::Slots);
         }
         let before = log.head_rank.wrapping_add(from_rank as u32);
-        let after = (index > log.head_block).then(|| log.block(index - 1));
-        let blocks = encode(&runs, before, after);
-        (index, blocks, log.head_rank, log.head_block, log.tail)
+        let mut blocks = encode(&runs, before, None);
+        let recoded = last - index + 1;
+        if last < log.tail && blocks.len() != recoded {
+            blocks = encode(&runs, before, Some(blocks.len().max(recoded)));
+        }
+        (index, last, blocks, log.head_rank, log.head_block, log.tail)
     };
-    if tail - index <= RECODED_AFTER_AT_MOST {
+    if last == tail {
         return recode_to_tail(value, index, &blocks, head_rank, head_block, tail);
     }
-    let added = blocks.len() - 1;
+    let added = blocks.len() - (last - index + 1);
     let new_tail = tail + added;
     let tail_block = value[extent_of(len, tail)].to_vec();
-    let last_used = if tail > index {
-        Block { bytes: &tail_block }.used()
-    } else {
-        blocks.last().map_or(0, |b| b.view().used())
-    };
+    let last_used = Block { bytes: &tail_block }.used();
     let bumped = |block: &mut [u8]| {
         let before = read_u32(&block[BEFORE_AT]).wrapping_add(count as u32);
         block[BEFORE_AT].copy_from_slice(&before.to_le_bytes());
     };
+    // The blocks after the recoded ones, but the tail block: whole.
+    let from = extent_of(len, last + 1).start;
+    let whole_after = (tail - last - 1) * BLOCK;
     if new_tail >= blocks_in(len) || last_used > extent_of(len, new_tail).len() {
         // A new value: the blocks before, the new ones, the ones after.
         let kept_from = extent_of(len, head_block).start;
         let kept = &value[kept_from..kept_from + (index - head_block) * BLOCK];
-        let whole_after = (tail.saturating_sub(index + 1)) * BLOCK;
-        let count_blocks = (index - head_block) + blocks.len() + (tail - index);
+        let count_blocks = (index - head_block) + blocks.len() + (tail - last);
         let needed = HEADER_LEN + (count_blocks - 1) * BLOCK + last_used;
         let new_len = sized(needed);
         let mut grown = vec![0u8; new_len];
@@ -1067,34 +1098,27 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         for (i, block) in blocks.iter().enumerate() {
             block.place(&mut grown[extent_of(new_len, first_new + i)]);
         }
-        if tail > index {
-            let from = extent_of(len, index + 1).start;
-            let to = extent_of(new_len, first_new + blocks.len()).start;
-            grown[to..to + whole_after].copy_from_slice(&value[from..from + whole_after]);
-            place(
-                &tail_block,
-                &mut grown[extent_of(new_len, count_blocks - 1)],
-            );
-            for i in first_new + blocks.len()..count_blocks {
-                bumped(&mut grown[extent_of(new_len, i)]);
-            }
+        let to = extent_of(new_len, first_new + blocks.len()).start;
+        grown[to..to + whole_after].copy_from_slice(&value[from..from + whole_after]);
+        place(
+            &tail_block,
+            &mut grown[extent_of(new_len, count_blocks - 1)],
+        );
+        for i in first_new + blocks.len()..count_blocks {
+            bumped(&mut grown[extent_of(new_len, i)]);
         }
         return Ok(Change::Replace(grown));
     }
-    if tail > index {
-        // Up by `added` blocks, the tail block placed in its new extent.
-        let from = extent_of(len, index + 1).start;
-        let whole_after = (tail - index - 1) * BLOCK;
-        value.copy_within(from..from + whole_after, from + added * BLOCK);
-        place(&tail_block, &mut value[extent_of(len, new_tail)]);
-        for i in index + 1 + added..=new_tail {
-            bumped(&mut value[extent_of(len, i)]);
-        }
+    // Up by `added` blocks, the tail block placed in its new extent.
+    value.copy_within(from..from + whole_after, from + added * BLOCK);
+    place(&tail_block, &mut value[extent_of(len, new_tail)]);
+    for i in last + 1 + added..=new_tail {
+        bumped(&mut value[extent_of(len, i)]);
     }
     for (i, block) in blocks.iter().enumerate() {
         block.place(&mut value[extent_of(len, index + i)]);
     }
-    let changed = extent_of(len, index).start..extent_of(len, new_tail.max(tail)).end;
+    let changed = extent_of(len, index).start..extent_of(len, new_tail).end;
     if added == 0 {
         return Ok(Change::InPlace(changed));
     }
@@ -1103,7 +1127,7 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
 }
 
 /// The blocks after the one a time goes into that are coded anew with it
-/// rather than moved (see `insert`).
+/// (see `insert`).
 const RECODED_AFTER_AT_MOST: usize = 2;
 
 /// Puts `blocks`, the blocks from `index` to the tail coded anew, in place
