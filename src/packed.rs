@@ -413,28 +413,36 @@ impl<'a> Log<'a> {
             blocks,
             newest: 0,
         };
-        let head = log.block(head_block);
+        log.check_head(log.head_rank, head_block)?;
+        log.newest = log.block(tail).check_ends()?;
+        Ok(log)
+    }
+
+    /// What parsing checks of a head at `head_rank` in block `head_block`
+    /// (also of a head a trim moves, before it is written): the head block's
+    /// ends hold times, the head lies within it, and the tail block's rank
+    /// lies past its live entries, by no more than the blocks between can
+    /// hold, so that searches by rank stay among the blocks.
+    fn check_head(&self, head_rank: u32, head_block: usize) -> Result<(), FormatError> {
+        let head = self.block(head_block);
         head.check_ends()?;
-        if log.head_offset() >= head.n() {
+        let offset = head_rank.wrapping_sub(head.before()) as usize;
+        if offset >= head.n() {
             return Err(FormatError::Head);
         }
-        let tail_block = log.block(tail);
-        log.newest = tail_block.check_ends()?;
-        if tail_block.first() < head.first() {
+        let tail = self.block(self.tail);
+        if tail.first() < head.first() {
             return Err(FormatError::Slots);
         }
-        // The tail block's rank lies past the head block's live entries, by
-        // no more than the blocks between can hold: searches by rank then
-        // stay among the blocks.
-        if tail != head_block {
-            let head_live = head.n() - log.head_offset();
-            let tail_rank = tail_block.before().wrapping_sub(log.head_rank) as usize;
-            let between = tail - head_block - 1;
+        if self.tail != head_block {
+            let head_live = head.n() - offset;
+            let tail_rank = tail.before().wrapping_sub(head_rank) as usize;
+            let between = self.tail - head_block - 1;
             if tail_rank < head_live || tail_rank - head_live > between * MOST_PER_BLOCK {
                 return Err(FormatError::Head);
             }
         }
-        Ok(log)
+        Ok(())
     }
 
     pub fn layout(&self) -> Layout {
@@ -865,7 +873,12 @@ fn move_head(value: &mut [u8], dropped: impl FnOnce(&Log) -> usize) -> Result<Ch
             return Ok(Change::Emptied);
         }
         let rank = log.head_rank.wrapping_add(dropped as u32);
-        (rank, log.block_of_rank(dropped))
+        let block = log.block_of_rank(dropped);
+        // A block between head and tail that another writer damaged may be
+        // found here: refused as the next parse would refuse it, before
+        // anything is written.
+        log.check_head(rank, block)?;
+        (rank, block)
     };
     value[HEAD_RANK_AT].copy_from_slice(&rank.to_le_bytes());
     value[HEAD_BLOCK_AT].copy_from_slice(&(block as u32).to_le_bytes());
