@@ -1005,6 +1005,9 @@ end
 -- damaged), are left as the call left them.
 function Compact:reclaim()
   if c_damaged or not (c_valid or self:current()) or c_head * 2 <= c_capacity then return end
+  -- Gone where the call's expiry had already passed (Redis 7.0 deletes
+  -- such a key at once): nothing is left to copy, as in the module.
+  if redis_call('EXISTS', c_key) == 0 then return end
   if self:narrows_with(nil) and self:remake(nil) then return end
   self:rewrite(c_head, 0, 0, 0)
 end
@@ -2409,6 +2412,8 @@ end
 -- a value of their size.
 function Packed:reclaim()
   if p_damaged or not p_valid or p_head_block * 2 <= p_blocks then return end
+  -- Gone where the call's expiry had already passed (see Compact:reclaim).
+  if redis_call('EXISTS', p_key) == 0 then return end
   local tail = p_block_at(p_tail)
   local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + used_bytes(tail.n, tail.l, tail.top)
   p_store(p_copied(p_sized(live)))
