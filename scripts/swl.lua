@@ -2173,7 +2173,10 @@ local function p_insert(at, count)
   local skipped = index == p_head_block and p_head_offset() or 0
   local runs = {}
   for i = skipped + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  -- A rank another writer damaged can put the time before the block's
+  -- first entry: not a log, as the module's insert finds.
   local place = through - from_rank
+  if place < 0 then return false end
   if place > #runs then place = #runs end
   table.insert(runs, place + 1, { at, count })
   for i = 2, #runs do
