@@ -2376,7 +2376,10 @@ function Packed:drop_newest(count)
   -- entry the newest (its table kept as written).
   for i = index + 1, old_tail do p_tables[i] = nil end
   p_heads = false
-  b.n, b.top, b.s = keep_n, last_kept - (keep_n - 1), false
+  -- A block kept whole keeps its stored top, which parsing reads the
+  -- newest entry from (another writer may have changed it).
+  if keep_n < n then b.top = last_kept - (keep_n - 1) end
+  b.n, b.s = keep_n, false
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
   -- (Read again as the module's parse would: see p_oldest_time.) A trim's
