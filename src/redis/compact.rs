@@ -35,6 +35,11 @@ pub struct CompactKey {
     new_version: Version,
     /// What this call changed, propagated by `finish`.
     pending: Pending,
+    /// A floor every live entry is above: the last trim's, until an entry
+    /// at or below it is recorded. Counts above it are the log's length,
+    /// not searched again, as the function library counts them (the two
+    /// differ only where another writer damaged the blocks a trim read).
+    trimmed_to: Option<i64>,
 }
 
 #[derive(Default)]
@@ -77,6 +82,7 @@ impl CompactKey {
                 existed,
                 ..Pending::default()
             },
+            trimmed_to: None,
         };
         if existed && (log.key.value_length() < format::MIN_LEN || log.log().is_none()) {
             return Err(SwlError::WrongType);
@@ -366,7 +372,14 @@ impl ScoreLog for CompactKey {
     }
 
     fn count_above(&self, floor: i64) -> u64 {
-        self.log().map_or(0, |log| log.count_above(floor) as u64)
+        let trimmed = self.trimmed_to.is_some_and(|to| floor <= to);
+        self.log().map_or(0, |log| {
+            if trimmed {
+                log.len() as u64
+            } else {
+                log.count_above(floor) as u64
+            }
+        })
     }
 
     fn score_at(&self, rank: u64) -> Option<f64> {
@@ -379,9 +392,16 @@ impl LogWriter for CompactKey {
     fn trim_through(&mut self, floor: i64) {
         self.keep_original_head();
         self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::trim_through(v, floor)));
+        self.trimmed_to = Some(floor);
     }
 
     fn record(&mut self, at: u64, count: u64) {
+        if self
+            .trimmed_to
+            .is_some_and(|to| i64::try_from(at).is_ok_and(|at| at <= to))
+        {
+            self.trimmed_to = None;
+        }
         if self.key.key_type() == raw::KeyType::Empty && self.new_version == Version::Slots {
             self.create(at, count);
             return;
@@ -396,6 +416,12 @@ impl LogWriter for CompactKey {
     }
 
     fn drop_newest(&mut self, count: u64) {
+        // In format version 2 the newest entry left may be at or below the
+        // floor where another writer's low fields stopped a trim's count
+        // short; the library then counts again too.
+        if format::version_of(self.bytes()) == Some(Version::Packed) {
+            self.trimmed_to = None;
+        }
         self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::drop_newest(v, count)));
     }
 }
