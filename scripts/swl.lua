@@ -2559,6 +2559,9 @@ packed.check_one = function(key, value, floor, limit, now)
 end
 
 packed.log = open_packed
+-- The packed log's methods, and whether its key holds a log.
+packed.methods = Packed
+packed.exists = function() return p_exists end
 packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
   packed.block.t, packed.block.s = false, false
@@ -2861,7 +2864,16 @@ local function swl_check(keys, args, clock_ms, seconds, micros, start)
   -- Capped first, keeping room for what is recorded: the same entries as
   -- recording then capping, as the module does it.
   if cap then log:cap_to(cap - recorded) end
-  if recorded > 0 then log:record(now, recorded) end
+  if recorded > 0 then
+    -- A compact log this call emptied is recorded into as a new one: in
+    -- the format version the setting names, as the module makes it (under
+    -- compact1 never a version 0.3 cannot read).
+    if (log == Compact and not c_exists) or (log == packed.methods and not packed.exists()) then
+      if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
+      if ENCODING == 'compact1' then log = compact_log(key, false) else log = packed.log(key, false) end
+    end
+    log:record(now, recorded)
+  end
   if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
   local after = before
   if recorded > 0 or cap then after = add_recorded(before, recorded, cap) end
