@@ -2242,6 +2242,66 @@ local function p_insert(at, count)
   return true
 end
 
+-- One entry at `at`, older than the newest, into the block that holds the
+-- entries around it, in place where it has room and the entry does not
+-- open it: its later low fields up a field, its later high bits up a bit,
+-- as they lie, and the blocks after it counting one more entry before
+-- them (as the module's insert_in_place). False where it does not go so.
+function Packed.insert_in_place(at)
+  local through = p_count_through(at)
+  if through >= p_live then return false end
+  local index = p_block_of_rank(through)
+  local b = p_block_at(index)
+  local place = through - p_rank_of(index)
+  local n, top, l, t, e = b.n, b.top, b.t[8], b.t, b.e
+  local after_live = index == p_head_block and p_head_offset() or 0
+  if place <= after_live or place > n or l > P_MAX_L or n >= P_MAX_N then return false end
+  local v = at - b.first
+  if v < 0 then return false end
+  local low = v % POW2[l]
+  local h = (v - low) / POW2[l]
+  if h > P_MAX_N then return false end
+  local new_top = top
+  if place == n then
+    if h < top then return false end
+    new_top = h
+  elseif h > top then
+    return false
+  end
+  if used_bytes(n + 1, l, new_top) > e then return false end
+  if l > 0 then
+    for i = n - 1, place, -1 do p_write_bits(t, (i + 1) * l, l, p_low(b, i)) end
+    p_write_bits(t, place * l, l, low)
+  end
+  -- Bit j + 1 takes bit j, from the top down.
+  for j = top + n - 1, h + place, -1 do
+    local r = (j + 1) % 8
+    local k = e - (j + 1 - r) / 8
+    local byte = t[k]
+    local held = (byte - byte % POW2[r]) / POW2[r] % 2
+    local want = p_high_bit(b, j) and 1 or 0
+    t[k] = byte + (want - held) * POW2[r]
+  end
+  p_set_high_bit(t, e, h + place)
+  p_set_u16(t, 13, n + 1)
+  p_set_u16(t, 15, new_top)
+  b.n, b.top, b.s = n + 1, new_top, false
+  local start = P_HEADER + index * P_BLOCK
+  local parts = { string_char(unpack(t, 13, e)) }
+  if index < p_tail then
+    local tail_start, tail_e = p_extent(p_len, p_tail)
+    local whole = p_read(start + P_BLOCK, tail_start + tail_e - (start + P_BLOCK))
+    for i = 0, p_tail - index - 1 do
+      parts[#parts + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), 1)
+      p_tables[index + 1 + i] = nil
+    end
+    p_heads = false
+  end
+  p_write(start + 12, table.concat(parts))
+  p_live = p_live + 1
+  return true
+end
+
 -- A new log of `count` entries at `at` that one block holds (at most
 -- 1,920): l 0, high bits 0 to count - 1 set (the bytes p_encode and
 -- p_laid_out would make, without their tables).
@@ -2333,6 +2393,7 @@ function Packed:record(at, count)
     p_head_rank, p_head_block, p_tail, p_blocks = was_rank, was_head, was_tail, was_blocks
     p_valid = true
   end
+  if count == 1 and at < p_newest and Packed.insert_in_place(at) then return end
   if not p_insert(at, count) then p_damaged = true end
 end
 

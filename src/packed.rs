@@ -50,11 +50,14 @@
 //! block are free (zero). Once the dead blocks are over half the value,
 //! the live ones are copied, as bytes, to a value of their size.
 //!
-//! `l` is chosen when a block opens, from the density of the block before
-//! it (its first time to the new block's, over its n), so each entry
-//! costs about l + 2 bits: near log2 C(span + n, n), the information in
-//! the times. The head block, which has no live block before it, takes
-//! its `l` from the gap to its first later time.
+//! `l` is chosen when a block opens: by an entry in order, from the
+//! density of the block before it (its first time to the new block's,
+//! over its n); when blocks are coded anew (an entry behind the newest
+//! that its block has no room for), from the mean gap of the entries each
+//! opens with. So each entry costs about l + 2 bits: near log2 C(span +
+//! n, n), the information in the times. The head block, which has no
+//! live block before it, takes its `l` from the gap to its first later
+//! time.
 
 use std::ops::Range;
 
@@ -959,6 +962,11 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
         return Ok(Change::Replace(new_log(time, count)));
     };
     let newest = Log::parse(value)?.newest;
+    if time < newest && count == 1 {
+        if let Some(change) = insert_in_place(value, time) {
+            return Ok(change);
+        }
+    }
     if time >= newest {
         if let Some(change) = append(value, time, count) {
             return Ok(change);
@@ -1037,6 +1045,97 @@ fn append(value: &mut [u8], time: u64, count: usize) -> Option<Change> {
     opened.place(&mut value[extent.clone()]);
     value[TAIL_AT].copy_from_slice(&(next as u32).to_le_bytes());
     Some(Change::Ranges(vec![TAIL_AT, extent]))
+}
+
+/// Records one entry at `time`, older than the newest, into the block
+/// that holds the entries around it, where it has room and the entry
+/// does not open it: the block's later low fields move up a field and its
+/// later high bits up a bit, as they lie (bits another writer changed
+/// too, as the library moves them), and the blocks after it count one more
+/// entry before them: O(block) but for those ranks. A client a little
+/// behind then costs about what one in order does. None where it does not
+/// go so.
+fn insert_in_place(value: &mut [u8], time: u64) -> Option<Change> {
+    let (extent, at, v, l, n, top, index, tail) = {
+        let log = Log::parse(value).ok()?;
+        let through = log.count_through(time);
+        if through >= log.len() {
+            return None;
+        }
+        let index = log.block_of_rank(through);
+        let block = log.block(index);
+        // Its place among the block's entries, after at least one live one.
+        let at = usize::try_from(through as i64 - log.rank_of(index)).ok()?;
+        let after_live = if index == log.head_block {
+            log.head_offset()
+        } else {
+            0
+        };
+        let (n, top) = (block.n(), block.top());
+        let l = u32::from(block.bytes[L_AT]);
+        if at <= after_live || at > n || l > MAX_L || n >= MAX_N {
+            return None;
+        }
+        let v = time.checked_sub(block.first())?;
+        let h = usize::try_from(v >> l).ok().filter(|&h| h <= MAX_N)?;
+        let fits_order = if at == n { h >= top } else { h <= top };
+        let new_top = if at == n { h } else { top };
+        if !fits_order || used_bytes(n + 1, l, new_top) > block.bytes.len() {
+            return None;
+        }
+        (
+            extent_of(value.len(), index),
+            at,
+            v,
+            l,
+            n,
+            top,
+            index,
+            log.tail,
+        )
+    };
+    let block = &mut value[extent.clone()];
+    let low = &mut block[BLOCK_HEADER..];
+    let width = l as usize;
+    move_bits_up(low, at * width, n * width, width);
+    write_bits(low, at * width, l, v & low_mask(l));
+    // The high bits, read from the block's end, in a buffer where bit j is
+    // bit j mod 8 of byte j div 8.
+    let h = (v >> l) as usize;
+    let high_len = (top.max(h) + n + 1).div_ceil(8);
+    let end = block.len();
+    let mut high: Vec<u8> = (0..high_len).map(|k| block[end - 1 - k]).collect();
+    move_bits_up(&mut high, h + at, top + n, 1);
+    high[(h + at) / 8] |= 1 << ((h + at) % 8);
+    for (k, &byte) in high.iter().enumerate() {
+        block[end - 1 - k] = byte;
+    }
+    let new_top = if at == n { h } else { top };
+    block[N_AT].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+    block[TOP_AT].copy_from_slice(&(new_top as u16).to_le_bytes());
+    // Each block after it has one more entry before it.
+    let len = value.len();
+    for i in index + 1..=tail {
+        let at = extent_of(len, i).start + BEFORE_AT.start;
+        let before = read_u32(&value[at..at + 4]).wrapping_add(1);
+        value[at..at + 4].copy_from_slice(&before.to_le_bytes());
+    }
+    Some(Change::InPlace(
+        extent.start + N_AT.start..extent_of(len, tail).end,
+    ))
+}
+
+/// Moves bits `from..to` of `bits` up by `by`, whatever they hold: bits
+/// `to..to + by` take the last of them, and the rest stay as they were.
+fn move_bits_up(bits: &mut [u8], from: usize, to: usize, by: usize) {
+    let mut end = to;
+    while end > from {
+        let len = (end - from).min(56);
+        let start = end - len;
+        let chunk = read_bits(bits, start, len as u32);
+        write_bits(bits, start + by, len as u32, chunk);
+        end = start;
+    }
 }
 
 /// Codes the block `time` goes into anew, with `count` more entries at

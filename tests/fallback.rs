@@ -2004,3 +2004,86 @@ fn damaged_head_and_tail_blocks_are_refused_or_read_alike() {
         &differing[..differing.len().min(10)]
     );
 }
+
+/// Entries arriving behind the newest, as clients whose clocks differ send
+/// them: an hour behind now and then, up to ten minutes behind, a few
+/// milliseconds behind, and inserts just after a block's first time. Each
+/// order runs through the module on one key and the library on another,
+/// on format version 2 and version 1, with the same replies and the same
+/// bytes every hundred calls and at the end.
+#[test]
+fn entries_behind_the_newest_are_coded_alike_by_both() {
+    const T0: u64 = 1_700_000_000_000;
+    let mut rng = Rng(11);
+    let patterns: Vec<(&str, Vec<u64>)> = vec![
+        (
+            "a tenth an hour behind",
+            (0..3000u64)
+                .map(|i| T0 + i * 1000 - if i % 10 == 9 { 3_600_000 } else { 0 })
+                .collect(),
+        ),
+        (
+            "each up to ten minutes behind",
+            (0..3000u64)
+                .map(|i| T0 + 600_000 + i * 1000 - rng.below(600_001))
+                .collect(),
+        ),
+        (
+            "three servers 30 ms apart",
+            (0..3000u64)
+                .map(|i| T0 + (i / 3) * 30 - (i % 3) * 30)
+                .collect(),
+        ),
+        (
+            "after the first times of blocks in the middle",
+            (0..3000u64)
+                .map(|i| {
+                    if i < 2000 {
+                        T0 + i * 1000
+                    } else {
+                        T0 + (i % 10) * 170_000 + 1 + i % 3
+                    }
+                })
+                .collect(),
+        ),
+    ];
+    for encoding in [Encoding::Compact, Encoding::Compact1] {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        for (name, times) in &patterns {
+            for (i, chunk) in times.chunks(100).enumerate() {
+                let mut replies: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
+                for (module, got) in [true, false].into_iter().zip(replies.iter_mut()) {
+                    let key = if module { "behind:m" } else { "behind:l" };
+                    let mut pipe = redis::pipe();
+                    for t in chunk {
+                        let args = to_strings(&["86400000", "1000000", &t.to_string()]);
+                        pipe.add_command(command(module, Op::Check, key, &args));
+                    }
+                    *got = pipe.query(&mut con).unwrap();
+                }
+                assert_eq!(replies[0], replies[1], "{name}, calls {}..", i * 100);
+                let [m, l]: [Vec<u8>; 2] = ["behind:m", "behind:l"]
+                    .map(|key| redis::cmd("GET").arg(key).query(&mut con).unwrap());
+                assert!(
+                    m == l,
+                    "{name} in {}: bytes differ after {} calls",
+                    encoding.name(),
+                    (i + 1) * 100
+                );
+            }
+            let mut sorted = times.clone();
+            sorted.sort_unstable();
+            let entries: Vec<u64> = swl_command(false, "entries", "behind:m")
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(entries, sorted, "{name}");
+            let _: () = redis::cmd("DEL")
+                .arg("behind:m")
+                .arg("behind:l")
+                .query(&mut con)
+                .unwrap();
+        }
+    }
+}
