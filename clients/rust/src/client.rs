@@ -111,8 +111,8 @@ fn loaded(result: RedisResult<redis::Value>) -> RedisResult<()> {
     }
 }
 
-/// How logs are stored: redis-swl's compact string of 4-byte slots, or a
-/// sorted set. Where the module is loaded, its own `swl.encoding` setting
+/// How logs are stored: redis-swl's compact string (its times coded in
+/// blocks), or a sorted set. Where the module is loaded, its own `swl.encoding` setting
 /// decides; this is for logs the function library creates.
 ///
 /// ```
@@ -124,8 +124,8 @@ pub enum Encoding {
     /// A sorted set, readable with ZRANGE and compatible with the usual Lua
     /// script's keys.
     Zset,
-    /// A compact log: about 4 bytes per entry, in the newest format the
-    /// library writes (the default).
+    /// A compact log: about 1 to 2 bytes per entry, in the newest format
+    /// the library writes (the default).
     #[default]
     Compact,
     /// A compact log of format version 1, which redis-swl 0.3 reads too:
