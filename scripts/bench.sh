@@ -39,9 +39,14 @@
 #               module, library and script
 #   costliest   the slowest single call among candidates on logs of
 #               format version 2 built out of order, module and library
+#   steady      server time per call of a client's log in steady state
+#               (n entries evenly over an hour, each call trimming one
+#               and adding one), n = 10 to 100,000: the usual script, the
+#               library and the module in each encoding, one window, two
+#               windows, denied and calls 30 ms behind the newest
 # Where the library cannot read a log (WRONGTYPE), its figure is "failed".
 # Usage: scripts/bench.sh [requests per throughput run]
-#        BENCH_ONLY=worst|rewrites|speed|library|formats|patterns|behind|costliest scripts/bench.sh
+#        BENCH_ONLY=worst|rewrites|speed|library|formats|patterns|behind|costliest|steady scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -1357,6 +1362,188 @@ costliest() {
     load_library zset
 }
 
+# The usual script with the time passed in (LUA_AT), for two windows: the
+# first (ARGV[1], the widest) trims and is counted by ZCARD, the second
+# (ARGV[4], limit ARGV[5]) by ZCOUNT over its span; the entry is added only
+# where both admit.
+LUA_AT2='local now = tonumber(ARGV[3])
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local short, short_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now - window)
+local count = redis.call("ZCARD", KEYS[1])
+if count < limit and redis.call("ZCOUNT", KEYS[1], "(" .. (now - short), "+inf") < short_limit then
+  redis.call("ZADD", KEYS[1], now, ARGV[3] .. "-" .. count)
+  redis.call("PEXPIRE", KEYS[1], window)
+  return 1
+end
+return 0'
+
+STEADY_ROUNDS=${BENCH_STEADY_ROUNDS:-7}
+STEADY_CALLS=${BENCH_STEADY_CALLS:-2500}
+STEADY_SIZES=${BENCH_STEADY_SIZES:-10 1000 10000 100000}
+STEADY_PATHS=(script lib2 lib1 libz mod2 mod1 modz)
+STEADY_WORKLOADS=(one two denied behind)
+
+# The calls number `from` to `to` - 1 of a log of `n` entries spread evenly
+# over an hour (3,600,000 / n ms apart, from t = 1700000000000): `prefix`,
+# then now_ms, then `suffix`. In order (call i at t + i spacings); behind
+# (every third call, i = 2 mod 3, 30 ms before the call before it, the
+# newest entry); or, where `fixed` is given, every call at that time.
+steady_calls() {
+    awk -v p="$1" -v from="$2" -v to="$3" -v n="$4" -v prefix="$5" -v suffix="$6" -v fixed="${7:-}" -v b=1700000000000 'BEGIN {
+        s = 3600000 / n
+        for (i = from; i < to; i++) {
+            if (fixed != "") t = fixed
+            else if (p == "behind" && i % 3 == 2) t = b + (i - 1) * s - 30
+            else t = b + i * s
+            printf "%s %.0f%s\r\n", prefix, t, (suffix == "" ? "" : " " suffix)
+        }
+    }'
+}
+
+# Sets up one path: swl.encoding for the module, the library's ENCODING
+# for the library (the format each writes), nothing for the script.
+steady_use() {
+    case "$1" in
+        mod2) cli config set swl.encoding compact >/dev/null ;;
+        mod1) cli config set swl.encoding compact1 >/dev/null ;;
+        modz) cli config set swl.encoding zset >/dev/null ;;
+        lib2) load_library compact ;;
+        lib1) load_library compact1 ;;
+        libz) load_library zset ;;
+    esac
+}
+
+# The call of a path on `key` up to now_ms, one window of an hour and
+# `limit` (`script2`: the two-window script).
+steady_prefix() {
+    local path=$1 key=$2 limit=$3
+    case "$path" in
+        script) echo "EVALSHA $steady_sha 1 $key 3600000 $limit" ;;
+        script2) echo "EVALSHA $steady_sha2 1 $key 3600000 $limit" ;;
+        lib*) echo "FCALL swl_check 1 $key 3600000 $limit" ;;
+        mod*) echo "SWL.CHECK $key 3600000 $limit" ;;
+    esac
+}
+
+# One workload's calls `from` to `to` - 1 of one path on a log of `n`
+# entries: one window, an hour and 2n (admitted); two windows, an hour
+# and 2n, a minute and twice the entries in a minute plus 2 (admitted);
+# denied, an hour and n at `fixed` (a time before the oldest entry leaves:
+# n live, nothing trimmed, nothing added); behind, as one window with
+# every third call 30 ms behind the newest (admitted).
+steady_workload() {
+    local path=$1 workload=$2 from=$3 to=$4 n=$5 fixed=$6 key="st:$1:$2"
+    local minute=$((2 * (n / 60) + 2))
+    case "$workload" in
+        one) steady_calls inorder "$from" "$to" "$n" "$(steady_prefix "$path" "$key" $((2 * n)))" "" ;;
+        two)
+            if [ "$path" = script ]; then
+                steady_calls inorder "$from" "$to" "$n" "$(steady_prefix script2 "$key" $((2 * n)))" "60000 $minute"
+            else
+                steady_calls inorder "$from" "$to" "$n" "$(steady_prefix "$path" "$key" $((2 * n)))" "WINDOW 60000 $minute"
+            fi
+            ;;
+        denied) steady_calls inorder "$from" "$to" "$n" "$(steady_prefix "$path" "$key" "$n")" "" "$fixed" ;;
+        behind) steady_calls behind "$from" "$to" "$n" "$(steady_prefix "$path" "$key" $((2 * n)))" "" ;;
+    esac
+}
+
+# Server time per call (INFO commandstats) of a client's log in steady
+# state: n entries spread evenly over a one-hour window, each call one
+# spacing (3,600,000 / n ms) later with now_ms passed in, so that it trims
+# one entry and adds one; for n = 10, 1,000, 10,000 and 100,000. The paths:
+# the usual script with now_ms passed in (LUA_AT; LUA_AT2 for two
+# windows) on its sorted set, the library (FCALL swl_check) and the module
+# (SWL.CHECK) on format 2, format 1 and a sorted set. Each path makes its
+# own log (n calls in order under a limit nothing reaches, then max(1,000,
+# n/10) calls of the one-window workload), copied to a key per workload,
+# each of which first takes max(1,000, n/10) calls of its workload. The
+# paths run in turn, STEADY_ROUNDS rounds of STEADY_CALLS calls of each
+# workload (the times continuing), and each figure is the median of its
+# rounds. Each key is checked, after, to be in the format its path writes
+# and to admit (denied: deny) one more call.
+steady_cost() {
+    local n path workload round warm from fixed problems=()
+    local -A us stat
+    for path in "${STEADY_PATHS[@]}"; do
+        case "$path" in script) stat[$path]=evalsha ;; lib*) stat[$path]=fcall ;; mod*) stat[$path]=swl.check ;; esac
+    done
+    local -A expect_format=([script]=zset [lib2]=v2 [lib1]=v1 [libz]=zset [mod2]=v2 [mod1]=v1 [modz]=zset)
+    local -A labels=([one]="one window, admitted" [two]="two windows, admitted" [denied]="denied (limit = entries)"
+        [behind]="every 3rd 30 ms behind")
+    local row='%-8s %-26s %8s %15s %15s %15s %15s %15s %15s\n'
+    # shellcheck disable=SC2059
+    printf "$row" entries workload script "swl.lua v2" "swl.lua v1" "swl.lua zset" "SWL v2" "SWL v1" "SWL zset"
+    for n in $STEADY_SIZES; do
+        cli flushall >/dev/null
+        steady_sha=$(cli script load "$LUA_AT")
+        steady_sha2=$(cli script load "$LUA_AT2")
+        warm=$((n / 10 > 1000 ? n / 10 : 1000))
+        fixed=$(awk -v n="$n" -v i=$((n + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
+        for path in "${STEADY_PATHS[@]}"; do
+            steady_use "$path"
+            steady_calls inorder 0 "$n" "$n" "$(steady_prefix "$path" "st:$path:tpl" "$BIG")" "" | pipe_commands
+            steady_calls inorder "$n" $((n + warm)) "$n" "$(steady_prefix "$path" "st:$path:tpl" $((2 * n)))" "" | pipe_commands
+            for workload in "${STEADY_WORKLOADS[@]}"; do
+                cli copy "st:$path:tpl" "st:$path:$workload" >/dev/null
+                steady_workload "$path" "$workload" $((n + warm)) $((n + 2 * warm)) "$n" "$fixed" | pipe_measured
+            done
+            cli del "st:$path:tpl" >/dev/null
+        done
+        local rounds=()
+        for round in $(seq 1 "$STEADY_ROUNDS"); do
+            from=$((n + 2 * warm + (round - 1) * STEADY_CALLS))
+            for path in "${STEADY_PATHS[@]}"; do
+                steady_use "$path"
+                for workload in "${STEADY_WORKLOADS[@]}"; do
+                    cli config resetstat >/dev/null
+                    steady_workload "$path" "$workload" "$from" $((from + STEADY_CALLS)) "$n" "$fixed" | pipe_measured
+                    rounds+=("$path:$workload $(call_time "${stat[$path]}")")
+                done
+            done
+        done
+        # Each key as the workload leaves it: in its path's format, and
+        # admitting (denied: denying) the next call.
+        from=$((n + 2 * warm + STEADY_ROUNDS * STEADY_CALLS))
+        for path in "${STEADY_PATHS[@]}"; do
+            steady_use "$path"
+            for workload in "${STEADY_WORKLOADS[@]}"; do
+                local format reply expected=1 call
+                [ "$workload" = denied ] && expected=0
+                read -r -a call <<<"$(steady_workload "$path" "$workload" "$from" $((from + 1)) "$n" "$fixed" | tr -d '\r')"
+                reply=$(cli "${call[@]}" 2>&1 | sed -n 1p)
+                format=$(format_of "st:$path:$workload")
+                if [ "$reply" != "$expected" ] || [ "$format" != "${expect_format[$path]}" ]; then
+                    problems+=("$n $path $workload: replied $reply (expected $expected), format $format (expected ${expect_format[$path]})")
+                fi
+            done
+        done
+        for workload in "${STEADY_WORKLOADS[@]}"; do
+            local cells=() script_us
+            for path in "${STEADY_PATHS[@]}"; do
+                us[$n:$workload:$path]=$(printf '%s\n' "${rounds[@]}" | awk -v k="$path:$workload" '$1 == k { print $2 }' | median)
+            done
+            script_us=${us[$n:$workload:script]}
+            for path in "${STEADY_PATHS[@]:1}"; do
+                cells+=("${us[$n:$workload:$path]} ($(ratio "${us[$n:$workload:$path]}" "$script_us"))")
+            done
+            # shellcheck disable=SC2059
+            printf "$row" "$(commas "$n")" "${labels[$workload]}" "$script_us" "${cells[@]}"
+        done
+    done
+    local versus=""
+    for n in $STEADY_SIZES; do
+        versus+=" $(commas "$n") $(ratio "${us[$n:two:lib2]}" "${us[$n:two:libz]}"),"
+    done
+    echo "(server microseconds per call, INFO commandstats; median of $STEADY_ROUNDS rounds of $(commas "$STEADY_CALLS") calls, the paths in turn; in parentheses the time over the script's on the same workload; the script's two-window row is the script with a ZCOUNT for the minute)"
+    echo "two windows, swl.lua format 2 over swl.lua sorted set, by entries:${versus%,}"
+    if [ "${#problems[@]}" -gt 0 ]; then printf 'NOT AS BUILT: %s\n' "${problems[@]}"; fi
+    cli flushall >/dev/null
+    cli config set swl.encoding zset >/dev/null
+    load_library zset
+}
+
 start_server
 sha=$(cli script load "$LUA")
 load_library zset
@@ -1368,10 +1555,12 @@ printf '%s\n' "$FLOOR" | cli -x function load replace >/dev/null
 # pattern and the two-window curve by the size of the log; patterns,
 # behind or costliest only the memory of one log under out-of-order
 # arrivals, the time per call of clients behind in steady state, or the
-# slowest calls on logs built out of order.
+# slowest calls on logs built out of order; steady only the time per call
+# on logs in steady state against the script's.
 PATTERNS_TITLE="Memory per live entry of one log under out-of-order arrivals (bytes)"
 BEHIND_TITLE="Clients behind, steady state: in order at 100/s against three servers 30 ms apart, one-minute window (server microseconds per call)"
 COSTLIEST_TITLE="The slowest single calls on logs of format 2 built out of order (server microseconds, SLOWLOG)"
+STEADY_TITLE="Logs in steady state: n entries evenly over an hour, each call one spacing later, trimming one and adding one (server microseconds per call)"
 case "${BENCH_ONLY:-}" in
     "") ;;
     worst)
@@ -1425,7 +1614,12 @@ case "${BENCH_ONLY:-}" in
         costliest
         exit 0
         ;;
-    *) echo "bench: BENCH_ONLY is worst, rewrites, speed, library, formats, patterns, behind or costliest, not $BENCH_ONLY" >&2; exit 2 ;;
+    steady)
+        echo "$STEADY_TITLE"
+        steady_cost
+        exit 0
+        ;;
+    *) echo "bench: BENCH_ONLY is worst, rewrites, speed, library, formats, patterns, behind, costliest or steady, not $BENCH_ONLY" >&2; exit 2 ;;
 esac
 version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-swl benchmark: Redis $version, $(nproc) cores, $CLIENTS clients, pipeline $PIPELINE, $REQUESTS requests per run"
@@ -1501,3 +1695,6 @@ behind_cost
 echo
 echo "$COSTLIEST_TITLE"
 costliest
+echo
+echo "$STEADY_TITLE"
+steady_cost
