@@ -8,7 +8,8 @@
 #            slowapi, the Node package (clients/node) with
 #            express-rate-limit and rate-limiter-flexible, and the Rust
 #            crate (clients/rust) with its axum layer, packaged as
-#            cargo package checks it
+#            cargo package checks it, and the Go module (clients/go)
+#            with go test -race
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
 #            then Python limits' moving window against swl+redis://, then
 #            express-rate-limit and rate-limiter-flexible's fixed windows
@@ -62,6 +63,9 @@ test: module lint
 	cd clients/node && SWL_MODULE=$(MODULE) node --test test/*.test.js
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) test $(CLIENT) --all-features
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) package $(CLIENT) --allow-dirty --quiet
+	bash scripts/setup-go.sh
+	cd clients/go && test -z "$$(gofmt -l .)" && go vet ./...
+	cd clients/go && SWL_MODULE=$(MODULE) go test -race -count=1 ./...
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
