@@ -1622,9 +1622,11 @@ end
 -- Codes runs {time, count} (ascending) into building blocks, the first of
 -- rank `before`, each block's l from the entries it opens with: log2 of
 -- their mean gap over at most 64 after its first. Greedy, or with `spread`
--- k the entries shared out evenly over k blocks (as the module's encode
--- and l_ahead).
-local function p_encode(runs, before, spread)
+-- k the entries shared out evenly over k blocks; coded through the tail
+-- (`to_tail`, with `after` the log's block before the first, or false), a
+-- last block read off its few entries takes at least p_l_after's l (as
+-- the module's encode and l_ahead).
+local function p_encode(runs, before, spread, to_tail, after)
   local blocks, list, remaining = {}, {}, 0
   for i = 1, #runs do
     if runs[i][2] > 0 then list[#list + 1] = runs[i]; remaining = remaining + runs[i][2] end
@@ -1654,6 +1656,11 @@ local function p_encode(runs, before, spread)
     if seen > 0 then
       local d = last - first
       l = floor_log2((d - d % seen) / seen)
+    end
+    local previous = b or after
+    if to_tail and previous and remaining - 1 < 64 then
+      local least = p_l_after(previous, first)
+      if least > l then l = least end
     end
     b = p_open(first, l, rank)
     local taken = 1
@@ -2183,8 +2190,13 @@ local function p_insert(at, count)
     if runs[i - 1][1] > runs[i][1] then return false end
   end
   local before = (p_head_rank + from_rank) % TWO_32
-  local blocks = p_encode(runs, before, nil)
   local recoded = last - index + 1
+  local blocks
+  if last == p_tail then
+    blocks = p_encode(runs, before, nil, true, index > p_head_block and p_block_at(index - 1))
+  else
+    blocks = p_encode(runs, before, nil)
+  end
   if last < p_tail and #blocks ~= recoded then
     blocks = p_encode(runs, before, #blocks > recoded and #blocks or recoded)
   end
@@ -2475,10 +2487,10 @@ function Packed:finish()
   return true
 end
 
--- Once the dead blocks are over half the value's, the live ones copied to
+-- Once the dead blocks are half the value's or more, the live ones copied to
 -- a value of their size.
 function Packed:reclaim()
-  if p_damaged or not p_valid or p_head_block * 2 <= p_blocks then return end
+  if p_damaged or not p_valid or p_head_block * 2 < p_blocks then return end
   -- Gone where the call's expiry had already passed (see Compact:reclaim).
   if redis_call('EXISTS', p_key) == 0 then return end
   local tail = p_block_at(p_tail)

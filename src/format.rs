@@ -379,6 +379,16 @@ mod arrival_tests {
                     .collect(),
             ),
         ];
+        found.push((
+            "two clients a millisecond apart, 10 s between calls".into(),
+            (0..720).map(|i| T0 + (i / 2) * 10_000 - i % 2).collect(),
+        ));
+        found.push((
+            "two clients 10 ms apart, every other call".into(),
+            (0..4000)
+                .map(|i| second(i) - if i % 2 == 1 { 10 } else { 0 })
+                .collect(),
+        ));
         for n in 1..=10 {
             found.push((format!("{n} in order"), (0..n).map(second).collect()));
         }

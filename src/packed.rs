@@ -47,7 +47,7 @@
 //! `before` is the one before it's plus its n). The head is a rank, so a
 //! trim rewrites 8 header bytes. Blocks before the head block are dead,
 //! entries before the head in the head block too; blocks after the tail
-//! block are free (zero). Once the dead blocks are over half the value,
+//! block are free (zero). Once the dead blocks are half the value or more,
 //! the live ones are copied, as bytes, to a value of their size.
 //!
 //! `l` is chosen when a block opens: by an entry in order, from the
@@ -617,11 +617,12 @@ impl<'a> Log<'a> {
         extent_of(self.value.len(), self.tail).end
     }
 
-    /// Once the dead blocks before the head block are over half the value's
-    /// blocks, a value of the live blocks' bytes, sized for them: O(live),
-    /// and so O(1) per entry ever recorded. A call's last change.
+    /// Once the dead blocks before the head block are half the value's
+    /// blocks or more (one dead block of 256 bytes is much of a small log),
+    /// a value of the live blocks' bytes, sized for them: O(live), and so
+    /// O(1) per entry ever recorded. A call's last change.
     pub fn reclaimed(&self) -> Option<Vec<u8>> {
-        if self.head_block * 2 <= self.blocks {
+        if self.head_block * 2 < self.blocks {
             return None;
         }
         let tail = self.block(self.tail);
@@ -762,8 +763,18 @@ fn write_header(value: &mut [u8], head_rank: u32, head_block: usize, tail: usize
 /// (`l_ahead`). Greedy, each block filled as far as it goes; or, with
 /// `spread` Some(k), the entries shared out evenly over k blocks (more only
 /// where k do not hold them), so that a block split in the middle of a log
-/// leaves no block nearly empty.
-fn encode(runs: &[(u64, usize)], before: u32, spread: Option<usize>) -> Vec<Building> {
+/// leaves no block nearly empty. Blocks coded through the tail (`to_tail`,
+/// with the log's block before the first, if any) are where entries in
+/// order go next: a last block whose `l` is read off its few entries takes
+/// at least the `l` the block before it gives (see `l_after`), so that two
+/// clients a millisecond apart do not leave it an `l` of 0 that the next
+/// entry in order overflows.
+fn encode(
+    runs: &[(u64, usize)],
+    before: u32,
+    spread: Option<usize>,
+    to_tail: Option<Option<Block>>,
+) -> Vec<Building> {
     let runs: Vec<(u64, usize)> = runs.iter().copied().filter(|&(_, c)| c > 0).collect();
     let mut remaining: usize = runs.iter().map(|&(_, c)| c).sum();
     let mut blocks: Vec<Building> = Vec::new();
@@ -778,7 +789,13 @@ fn encode(runs: &[(u64, usize)], before: u32, spread: Option<usize>) -> Vec<Buil
             let b = b.view();
             b.before().wrapping_add(b.n() as u32)
         });
-        let l = l_ahead(&runs, run, used, target);
+        let mut l = l_ahead(&runs, run, used, target);
+        if let Some(after) = to_tail {
+            let previous = blocks.last().map(|b| b.view()).or(after);
+            if let Some(previous) = previous.filter(|_| remaining - 1 < L_FROM_AT_MOST) {
+                l = l.max(l_after(previous, runs[run].0));
+            }
+        }
         let mut block = Building::open(runs[run].0, l, rank);
         let mut taken = 1;
         used += 1;
@@ -832,7 +849,7 @@ fn l_ahead(runs: &[(u64, usize)], run: usize, used: usize, target: usize) -> u32
 /// A new value holding `count` entries at `time`: blocks of equal times,
 /// `l` 0, one bit an entry.
 pub fn new_log(time: u64, count: usize) -> Vec<u8> {
-    let blocks = encode(&[(time, count)], 0, None);
+    let blocks = encode(&[(time, count)], 0, None, None);
     laid_out(&blocks, 0, &[])
 }
 
@@ -1175,10 +1192,15 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
             return Err(FormatError::Slots);
         }
         let before = log.head_rank.wrapping_add(from_rank as u32);
-        let mut blocks = encode(&runs, before, None);
         let recoded = last - index + 1;
+        let mut blocks = if last == log.tail {
+            let after = (index > log.head_block).then(|| log.block(index - 1));
+            encode(&runs, before, None, Some(after))
+        } else {
+            encode(&runs, before, None, None)
+        };
         if last < log.tail && blocks.len() != recoded {
-            blocks = encode(&runs, before, Some(blocks.len().max(recoded)));
+            blocks = encode(&runs, before, Some(blocks.len().max(recoded)), None);
         }
         (index, last, blocks, log.head_rank, log.head_block, log.tail)
     };

@@ -2035,6 +2035,12 @@ fn entries_behind_the_newest_are_coded_alike_by_both() {
                 .collect(),
         ),
         (
+            "two clients a millisecond apart",
+            (0..1000u64)
+                .map(|i| T0 + (i / 2) * 10_000 - i % 2)
+                .collect(),
+        ),
+        (
             "after the first times of blocks in the middle",
             (0..3000u64)
                 .map(|i| {
