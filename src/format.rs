@@ -404,6 +404,54 @@ mod arrival_tests {
         }
     }
 
+    /// The value's length after each call of a sliding window: trim to
+    /// the window, record, drop or recode the dead entries, as a check does.
+    fn sliding_lengths(version: Version, times: &[u64], window: u64) -> Vec<usize> {
+        let mut value: Option<Vec<u8>> = None;
+        let mut lengths = Vec::new();
+        let apply = |value: &mut Option<Vec<u8>>, change: Change| match change {
+            Change::Replace(bytes) => *value = Some(bytes),
+            Change::Emptied => *value = None,
+            Change::Nothing | Change::InPlace(_) | Change::Ranges(_) => {}
+        };
+        for &t in times {
+            if let Some(bytes) = value.as_mut() {
+                let change = trim_through(bytes, (t - window) as i64).unwrap();
+                apply(&mut value, change);
+            }
+            let change = record(value.as_deref_mut(), version, t, 1).unwrap();
+            apply(&mut value, change);
+            let bytes = value.as_ref().unwrap();
+            if let Some(copy) = Log::parse(bytes).unwrap().reclaimed() {
+                value = Some(copy);
+            }
+            let log = Log::parse(value.as_ref().unwrap()).unwrap();
+            let live = times.iter().filter(|&&e| e <= t && e > t - window).count();
+            assert_eq!(log.entries().unwrap().len(), live);
+            lengths.push(value.as_ref().unwrap().len());
+        }
+        lengths
+    }
+
+    #[test]
+    fn a_small_sliding_window_takes_no_more_than_version_1() {
+        // One call a minute under an hour's window, one a second under 40 s,
+        // and one a second under 10 minutes.
+        for (step, window) in [(60_000, 3_600_000), (1000, 40_000), (1000, 600_000)] {
+            let times: Vec<u64> = (0..2000).map(|i| T0 + i * step).collect();
+            let packed = sliding_lengths(Version::Packed, &times, window);
+            let slots = sliding_lengths(Version::Slots, &times, window);
+            let settled = 1000..times.len();
+            let total = |lengths: &[usize]| lengths[settled.clone()].iter().sum::<usize>();
+            assert!(
+                total(&packed) <= total(&slots),
+                "every {step} ms: {} against {}",
+                total(&packed),
+                total(&slots)
+            );
+        }
+    }
+
     #[test]
     fn entries_an_hour_behind_cost_about_what_entries_in_order_do() {
         let patterns = patterns();

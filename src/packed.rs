@@ -622,12 +622,37 @@ impl<'a> Log<'a> {
     /// a value of the live blocks' bytes, sized for them: O(live), and so
     /// O(1) per entry ever recorded. A call's last change.
     pub fn reclaimed(&self) -> Option<Vec<u8>> {
+        if self.tail == self.head_block + 1 && self.head_offset() >= self.len() {
+            return self.recoded(0);
+        }
         if self.head_block * 2 < self.blocks {
             return None;
         }
         let tail = self.block(self.tail);
         let live = HEADER_LEN + (self.tail - self.head_block) * BLOCK + tail.used();
         Some(self.copied(sized(live)))
+    }
+
+    /// A log whose live entries lie in its head and tail blocks (one or
+    /// two), with at least as many dead ones before them: the live entries
+    /// coded anew into a value of their size and `room` bytes more, O(two
+    /// blocks), so O(1) per entry that died. A small sliding window so
+    /// keeps about its live entries' bytes rather than a block of 256
+    /// mostly dead ones. None where the blocks do not read as a log
+    /// (another writer's damage): left as they are.
+    fn recoded(&self, room: usize) -> Option<Vec<u8>> {
+        let mut times = Vec::new();
+        self.block(self.head_block).times(&mut times).ok()?;
+        if self.tail != self.head_block {
+            self.block(self.tail).times(&mut times).ok()?;
+        }
+        times.drain(..self.head_offset().min(times.len()));
+        if times.len() != self.len() || times.windows(2).any(|w| w[0] > w[1]) {
+            return None;
+        }
+        let runs: Vec<(u64, usize)> = times.iter().map(|&t| (t, 1)).collect();
+        let blocks = encode(&runs, self.head_rank, None, Some(None));
+        Some(laid_out(&blocks, self.head_rank, &[], room))
     }
 
     /// A new value of `len` bytes holding the live blocks, head block
@@ -850,16 +875,16 @@ fn l_ahead(runs: &[(u64, usize)], run: usize, used: usize, target: usize) -> u32
 /// `l` 0, one bit an entry.
 pub fn new_log(time: u64, count: usize) -> Vec<u8> {
     let blocks = encode(&[(time, count)], 0, None, None);
-    laid_out(&blocks, 0, &[])
+    laid_out(&blocks, 0, &[], 0)
 }
 
 /// A value of `blocks` after the whole blocks `kept` (bytes, 256 each),
 /// the first of them the head block, with head rank `head_rank`, sized
-/// for them.
-fn laid_out(blocks: &[Building], head_rank: u32, kept: &[u8]) -> Vec<u8> {
+/// for them and `room` bytes more.
+fn laid_out(blocks: &[Building], head_rank: u32, kept: &[u8], room: usize) -> Vec<u8> {
     let last = blocks.last().map_or(0, |b| b.view().used());
     let count = kept.len() / BLOCK + blocks.len();
-    let len = sized(HEADER_LEN + (count - 1) * BLOCK + last);
+    let len = sized(HEADER_LEN + (count - 1) * BLOCK + last + room);
     let mut value = vec![0u8; len];
     write_header(&mut value, head_rank, 0, count - 1);
     value[HEADER_LEN..HEADER_LEN + kept.len()].copy_from_slice(kept);
@@ -994,7 +1019,13 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
             let log = Log::parse(value)?;
             let tail_extent = extent_of(value.len(), log.tail).len();
             let live = HEADER_LEN + (log.tail - log.head_block) * BLOCK + tail_extent;
-            log.copied(sized(live + MIN_EXTENT))
+            // One block, mostly dead entries: its live ones coded anew
+            // rather than copied with the dead.
+            let mostly_dead = log.tail == log.head_block && log.head_offset() >= log.len();
+            let recoded = (count == 1 && mostly_dead)
+                .then(|| log.recoded(MIN_EXTENT))
+                .flatten();
+            recoded.unwrap_or_else(|| log.copied(sized(live + MIN_EXTENT)))
         };
         let mut grown = grown;
         if append(&mut grown, time, count).is_some() {
@@ -1284,7 +1315,7 @@ fn recode_to_tail(
     if !fits {
         let start = extent_of(len, head_block).start;
         let kept = &value[start..start + (index - head_block) * BLOCK];
-        return Ok(Change::Replace(laid_out(blocks, head_rank, kept)));
+        return Ok(Change::Replace(laid_out(blocks, head_rank, kept, 0)));
     }
     for (i, block) in blocks.iter().enumerate() {
         block.place(&mut value[extent_of(len, index + i)]);

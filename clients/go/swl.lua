@@ -1700,10 +1700,10 @@ local function p_placed(blocks, len, first, parts)
   return parts
 end
 
-local function p_laid_out(blocks, head_rank, kept)
+local function p_laid_out(blocks, head_rank, kept, room)
   local count = #kept / P_BLOCK + #blocks
   local last = blocks[#blocks]
-  local len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top))
+  local len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top) + (room or 0))
   local body = table.concat(p_placed(blocks, len, #kept / P_BLOCK, { p_header(head_rank, 0, count - 1), kept }))
   return body .. string.rep('\0', len - #body)
 end
@@ -2387,7 +2387,10 @@ function Packed:record(at, count)
   if at >= p_newest and (count == 1 or needed <= P_BLOCK) then
     local tail_start, tail_e = p_extent(p_len, p_tail)
     local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
-    local grown = p_copied(p_sized(live + P_MIN_EXTENT))
+    -- One block, mostly dead entries: its live ones coded anew rather than
+    -- copied with the dead (as the module's growth).
+    local grown = count == 1 and p_tail == p_head_block and p_head_offset() >= p_live
+      and Packed.recoded(P_MIN_EXTENT) or p_copied(p_sized(live + P_MIN_EXTENT))
     -- The append tried on the grown value, before it is stored.
     local was_value, was_len, was_tables, was_heads = p_value, p_len, p_tables, p_heads
     local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
@@ -2487,12 +2490,36 @@ function Packed:finish()
   return true
 end
 
+-- The live entries of a log in its head and tail blocks (one or two), as
+-- many dead before them, coded anew into a value of their size and `room`
+-- bytes more (as the module's recoded); nil where the blocks do not read
+-- as a log.
+function Packed.recoded(room)
+  local times = {}
+  if not p_times(p_block_at(p_head_block), times) then return nil end
+  if p_tail ~= p_head_block and not p_times(p_block_at(p_tail), times) then return nil end
+  local runs = {}
+  for i = p_head_offset() + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  if #runs ~= p_live then return nil end
+  for i = 2, #runs do
+    if runs[i - 1][1] > runs[i][1] then return nil end
+  end
+  return p_laid_out(p_encode(runs, p_head_rank, nil, true, false), p_head_rank, '', room)
+end
+
 -- Once the dead blocks are half the value's or more, the live ones copied to
 -- a value of their size.
 function Packed:reclaim()
-  if p_damaged or not p_valid or p_head_block * 2 < p_blocks then return end
+  if p_damaged or not p_valid then return end
+  local recode = p_tail == p_head_block + 1 and p_head_offset() >= p_live
+  if not recode and p_head_block * 2 < p_blocks then return end
   -- Gone where the call's expiry had already passed (see Compact:reclaim).
   if redis_call('EXISTS', p_key) == 0 then return end
+  if recode then
+    local value = Packed.recoded(0)
+    if value then p_store(value) end
+    return
+  end
   local tail = p_block_at(p_tail)
   local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + used_bytes(tail.n, tail.l, tail.top)
   p_store(p_copied(p_sized(live)))
