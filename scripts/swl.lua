@@ -1173,7 +1173,7 @@ local P_MAX_L, P_MAX_N = 52, 65535
 local P_MOST_PER_BLOCK = (P_BLOCK - 16) * 8
 -- The blocks after the one a time goes into that are coded anew with it
 -- (the module's RECODED_AFTER_AT_MOST).
-local P_RECODED_AFTER_AT_MOST = 2
+local P_RECODED_AFTER_AT_MOST = 4
 -- Block tables a call may make or read before its garbage is collected
 -- when it ends (see closing).
 local P_COLLECT_AFTER_BLOCKS = 8
@@ -2195,10 +2195,8 @@ local function p_insert(at, count)
   if last == p_tail then
     blocks = p_encode(runs, before, nil, true, index > p_head_block and p_block_at(index - 1))
   else
-    blocks = p_encode(runs, before, nil)
-  end
-  if last < p_tail and #blocks ~= recoded then
-    blocks = p_encode(runs, before, #blocks > recoded and #blocks or recoded)
+    -- Shared out evenly over as many blocks as they take filled in order.
+    blocks = p_encode(runs, before, #p_encode(runs, before, nil))
   end
   if last == p_tail then
     -- The blocks from `index` to the tail coded anew, in their place where
@@ -2231,6 +2229,17 @@ local function p_insert(at, count)
     for i = 0, tail - last - 2 do
       middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
     end
+  end
+  if #blocks < recoded then
+    -- Fewer than they were coded from (as the module's merged): the blocks
+    -- after move down, the ones they free zeroed.
+    new_tail = tail - (recoded - #blocks)
+    local _, e = p_extent(p_len, new_tail)
+    local parts = p_placed(blocks, p_len, index, {})
+    parts[#parts + 1] = table.concat(middle)
+    parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
+    p_write_blocks(parts, index, tail, new_tail)
+    return true
   end
   local _, new_tail_e = p_extent(p_len, new_tail)
   if new_tail >= p_blocks or last_used > new_tail_e then

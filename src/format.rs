@@ -389,6 +389,25 @@ mod arrival_tests {
                 .map(|i| second(i) - if i % 2 == 1 { 10 } else { 0 })
                 .collect(),
         ));
+        // Sparse times in any order, over a span format version 1 holds in
+        // 4-byte slots.
+        for shift in [18, 20, 22] {
+            let span = 4000u64 << shift;
+            found.push((
+                format!("random, gaps of 2^{shift} ms"),
+                (0..4000).map(|_| T0 + rng.below(span)).collect(),
+            ));
+            let evens = (0..2000).map(|i| T0 + ((2 * i) << shift));
+            let odds = (0..2000).rev().map(|i| T0 + ((2 * i + 1) << shift));
+            found.push((
+                format!("evens in order, then odds descending, gaps of 2^{shift} ms"),
+                evens.chain(odds).collect(),
+            ));
+        }
+        found.push((
+            "four clients 0 to 3 ms apart, every 10 s".into(),
+            (0..400).map(|i| T0 + (i / 4) * 10_000 - i % 4).collect(),
+        ));
         for n in 1..=10 {
             found.push((format!("{n} in order"), (0..n).map(second).collect()));
         }

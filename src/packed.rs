@@ -1193,7 +1193,8 @@ fn move_bits_up(bits: &mut [u8], from: usize, to: usize, by: usize) {
 /// entries are shared out evenly over as many blocks as they take, so that
 /// entries arriving behind the newest fill the blocks around them rather
 /// than split off nearly empty ones. The blocks after move up by the
-/// blocks added, as bytes, each counting `count` more entries before it.
+/// blocks added (down by those saved), as bytes, each counting `count`
+/// more entries before it.
 /// In place where the value has room, otherwise into a new value (the
 /// blocks before copied as bytes).
 fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatError> {
@@ -1223,22 +1224,25 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
             return Err(FormatError::Slots);
         }
         let before = log.head_rank.wrapping_add(from_rank as u32);
-        let recoded = last - index + 1;
-        let mut blocks = if last == log.tail {
+        // Through the tail filled in order; elsewhere shared out evenly over
+        // as many blocks as they take filled in order.
+        let blocks = if last == log.tail {
             let after = (index > log.head_block).then(|| log.block(index - 1));
             encode(&runs, before, None, Some(after))
         } else {
-            encode(&runs, before, None, None)
+            let taken = encode(&runs, before, None, None).len();
+            encode(&runs, before, Some(taken), None)
         };
-        if last < log.tail && blocks.len() != recoded {
-            blocks = encode(&runs, before, Some(blocks.len().max(recoded)), None);
-        }
         (index, last, blocks, log.head_rank, log.head_block, log.tail)
     };
     if last == tail {
         return recode_to_tail(value, index, &blocks, head_rank, head_block, tail);
     }
-    let added = blocks.len() - (last - index + 1);
+    let recoded = last - index + 1;
+    if blocks.len() < recoded {
+        return Ok(merged(value, index, last, &blocks, count, tail));
+    }
+    let added = blocks.len() - recoded;
     let new_tail = tail + added;
     let tail_block = value[extent_of(len, tail)].to_vec();
     let last_used = Block { bytes: &tail_block }.used();
@@ -1293,7 +1297,43 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
 
 /// The blocks after the one a time goes into that are coded anew with it
 /// (see `insert`).
-const RECODED_AFTER_AT_MOST: usize = 2;
+const RECODED_AFTER_AT_MOST: usize = 4;
+
+/// Puts `blocks`, fewer than the blocks `index..=last` they were coded
+/// from, in place of those, and moves the blocks after them down as bytes,
+/// each counting `count` more entries before it: the blocks they free at
+/// the tail's end are zeroed.
+fn merged(
+    value: &mut [u8],
+    index: usize,
+    last: usize,
+    blocks: &[Building],
+    count: usize,
+    tail: usize,
+) -> Change {
+    let len = value.len();
+    let removed = last - index + 1 - blocks.len();
+    let new_tail = tail - removed;
+    let tail_block = value[extent_of(len, tail)].to_vec();
+    let from = extent_of(len, last + 1).start;
+    let whole_after = (tail - last - 1) * BLOCK;
+    value.copy_within(from..from + whole_after, from - removed * BLOCK);
+    place(&tail_block, &mut value[extent_of(len, new_tail)]);
+    for i in new_tail + 1..=tail {
+        value[extent_of(len, i)].fill(0);
+    }
+    for i in index + blocks.len()..=new_tail {
+        let at = extent_of(len, i).start + BEFORE_AT.start;
+        let before = read_u32(&value[at..at + 4]).wrapping_add(count as u32);
+        value[at..at + 4].copy_from_slice(&before.to_le_bytes());
+    }
+    for (i, block) in blocks.iter().enumerate() {
+        block.place(&mut value[extent_of(len, index + i)]);
+    }
+    value[TAIL_AT].copy_from_slice(&(new_tail as u32).to_le_bytes());
+    let changed = extent_of(len, index).start..extent_of(len, tail).end;
+    Change::Ranges(vec![TAIL_AT, changed])
+}
 
 /// Puts `blocks`, the blocks from `index` to the tail coded anew, in place
 /// of those, where the value has room; otherwise into a new value, the
