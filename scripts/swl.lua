@@ -1171,8 +1171,9 @@ local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
 local P_MAX_L, P_MAX_N = 52, 65535
 -- The entries a whole block can hold: one high bit each, no low bits.
 local P_MOST_PER_BLOCK = (P_BLOCK - 16) * 8
--- The blocks after the one a time goes into that are coded anew with it
--- (the module's RECODED_AFTER_AT_MOST).
+-- The blocks after the one a time goes into that are coded anew with it,
+-- while they hold at most 1,024 entries with it (the module's
+-- RECODED_AFTER_AT_MOST and RECODED_ENTRIES_AT_MOST).
 local P_RECODED_AFTER_AT_MOST = 4
 -- Block tables a call may make or read before its garbage is collected
 -- when it ends (see closing).
@@ -2169,8 +2170,13 @@ local function p_insert(at, count)
   local index = through >= len and p_tail or p_block_of_rank(through)
   -- With the few blocks after it: filled again, or shared out evenly,
   -- rather than split (as the module's insert).
-  local last = index + P_RECODED_AFTER_AT_MOST
-  if last > p_tail then last = p_tail end
+  -- (While their entries are few: P_RECODED_ENTRIES_AT_MOST with it.)
+  local last, entries = index, p_block_at(index).n
+  while last < p_tail and last - index < P_RECODED_AFTER_AT_MOST do
+    entries = entries + p_block_at(last + 1).n
+    if entries > 1024 then break end
+    last = last + 1
+  end
   local times = {}
   for i = index, last do
     if not p_times(p_block_at(i), times) then return false end

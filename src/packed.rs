@@ -1207,7 +1207,17 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         } else {
             log.block_of_rank(through)
         };
-        let last = (index + RECODED_AFTER_AT_MOST).min(log.tail);
+        // The blocks after it while their entries are few: a recode's
+        // cost is its entries (dense blocks hold up to 1,920).
+        let mut last = index;
+        let mut entries = log.block(index).n();
+        while last < log.tail && last - index < RECODED_AFTER_AT_MOST {
+            entries += log.block(last + 1).n();
+            if entries > RECODED_ENTRIES_AT_MOST {
+                break;
+            }
+            last += 1;
+        }
         let mut times = Vec::new();
         for i in index..=last {
             log.block(i).times(&mut times)?;
@@ -1296,8 +1306,11 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
 }
 
 /// The blocks after the one a time goes into that are coded anew with it
-/// (see `insert`).
+/// (see `insert`), while they hold at most RECODED_ENTRIES_AT_MOST entries
+/// with it: sparse blocks, which few entries fill, are shared out over
+/// more of them.
 const RECODED_AFTER_AT_MOST: usize = 4;
+const RECODED_ENTRIES_AT_MOST: usize = 1024;
 
 /// Puts `blocks`, fewer than the blocks `index..=last` they were coded
 /// from, in place of those, and moves the blocks after them down as bytes,
