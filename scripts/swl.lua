@@ -2220,9 +2220,8 @@ local function p_insert(at, count)
     p_write_blocks(parts, index, new_last > p_tail and new_last or p_tail, new_last)
     return true
   end
-  local added = #blocks - recoded
   local tail = p_tail
-  local new_tail = tail + added
+  local new_tail = tail + #blocks - recoded
   local tail_block = p_block_at(tail)
   local last_used = used_bytes(tail_block.n, tail_block.l, tail_block.top)
   -- The blocks after the recoded ones, but the tail block, as bytes,
@@ -2235,17 +2234,6 @@ local function p_insert(at, count)
     for i = 0, tail - last - 2 do
       middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
     end
-  end
-  if #blocks < recoded then
-    -- Fewer than they were coded from (as the module's merged): the blocks
-    -- after move down, the ones they free zeroed.
-    new_tail = tail - (recoded - #blocks)
-    local _, e = p_extent(p_len, new_tail)
-    local parts = p_placed(blocks, p_len, index, {})
-    parts[#parts + 1] = table.concat(middle)
-    parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
-    p_write_blocks(parts, index, tail, new_tail)
-    return true
   end
   local _, new_tail_e = p_extent(p_len, new_tail)
   if new_tail >= p_blocks or last_used > new_tail_e then
@@ -2262,10 +2250,12 @@ local function p_insert(at, count)
     p_store(body .. string.rep('\0', new_len - #body))
     return true
   end
+  -- Up or down by the blocks added or saved (as the module's insert):
+  -- through the old tail, so that blocks saved at its end are zeroed.
   local parts = p_placed(blocks, p_len, index, {})
   parts[#parts + 1] = table.concat(middle)
   parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
-  p_write_blocks(parts, index, new_tail, new_tail)
+  p_write_blocks(parts, index, new_tail > tail and new_tail or tail, new_tail)
   return true
 end
 

@@ -1248,12 +1248,9 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
     if last == tail {
         return recode_to_tail(value, index, &blocks, head_rank, head_block, tail);
     }
-    let recoded = last - index + 1;
-    if blocks.len() < recoded {
-        return Ok(merged(value, index, last, &blocks, count, tail));
-    }
-    let added = blocks.len() - recoded;
-    let new_tail = tail + added;
+    // The blocks after the recoded ones move up or down by the blocks the
+    // recode added or saved; the tail block lands in its new extent.
+    let new_tail = index + blocks.len() + (tail - last) - 1;
     let tail_block = value[extent_of(len, tail)].to_vec();
     let last_used = Block { bytes: &tail_block }.used();
     let bumped = |block: &mut [u8]| {
@@ -1288,17 +1285,21 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
         }
         return Ok(Change::Replace(grown));
     }
-    // Up by `added` blocks, the tail block placed in its new extent.
-    value.copy_within(from..from + whole_after, from + added * BLOCK);
+    let to = extent_of(len, index + blocks.len()).start;
+    value.copy_within(from..from + whole_after, to);
     place(&tail_block, &mut value[extent_of(len, new_tail)]);
-    for i in last + 1 + added..=new_tail {
+    // Blocks the recode saved, at the tail's end, are free again.
+    for i in new_tail + 1..=tail {
+        value[extent_of(len, i)].fill(0);
+    }
+    for i in index + blocks.len()..=new_tail {
         bumped(&mut value[extent_of(len, i)]);
     }
     for (i, block) in blocks.iter().enumerate() {
         block.place(&mut value[extent_of(len, index + i)]);
     }
-    let changed = extent_of(len, index).start..extent_of(len, new_tail).end;
-    if added == 0 {
+    let changed = extent_of(len, index).start..extent_of(len, new_tail.max(tail)).end;
+    if new_tail == tail {
         return Ok(Change::InPlace(changed));
     }
     value[TAIL_AT].copy_from_slice(&(new_tail as u32).to_le_bytes());
@@ -1311,42 +1312,6 @@ fn insert(value: &mut [u8], time: u64, count: usize) -> Result<Change, FormatErr
 /// more of them.
 const RECODED_AFTER_AT_MOST: usize = 4;
 const RECODED_ENTRIES_AT_MOST: usize = 1024;
-
-/// Puts `blocks`, fewer than the blocks `index..=last` they were coded
-/// from, in place of those, and moves the blocks after them down as bytes,
-/// each counting `count` more entries before it: the blocks they free at
-/// the tail's end are zeroed.
-fn merged(
-    value: &mut [u8],
-    index: usize,
-    last: usize,
-    blocks: &[Building],
-    count: usize,
-    tail: usize,
-) -> Change {
-    let len = value.len();
-    let removed = last - index + 1 - blocks.len();
-    let new_tail = tail - removed;
-    let tail_block = value[extent_of(len, tail)].to_vec();
-    let from = extent_of(len, last + 1).start;
-    let whole_after = (tail - last - 1) * BLOCK;
-    value.copy_within(from..from + whole_after, from - removed * BLOCK);
-    place(&tail_block, &mut value[extent_of(len, new_tail)]);
-    for i in new_tail + 1..=tail {
-        value[extent_of(len, i)].fill(0);
-    }
-    for i in index + blocks.len()..=new_tail {
-        let at = extent_of(len, i).start + BEFORE_AT.start;
-        let before = read_u32(&value[at..at + 4]).wrapping_add(count as u32);
-        value[at..at + 4].copy_from_slice(&before.to_le_bytes());
-    }
-    for (i, block) in blocks.iter().enumerate() {
-        block.place(&mut value[extent_of(len, index + i)]);
-    }
-    value[TAIL_AT].copy_from_slice(&(new_tail as u32).to_le_bytes());
-    let changed = extent_of(len, index).start..extent_of(len, tail).end;
-    Change::Ranges(vec![TAIL_AT, changed])
-}
 
 /// Puts `blocks`, the blocks from `index` to the tail coded anew, in place
 /// of those, where the value has room; otherwise into a new value, the
