@@ -7,17 +7,9 @@ mod support;
 
 use redis::{Connection, Value};
 use support::{
-    error_text, load_library, load_shipped_library, swl_command, Config, Encoding, Rng, Server,
+    error_text, load_library, load_shipped_library, set_encoding, swl_command, Config, Encoding,
+    Rng, Server,
 };
-
-fn set_encoding(con: &mut Connection, encoding: Encoding) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("swl.encoding")
-        .arg(encoding.name())
-        .query(con)
-        .unwrap();
-}
 
 fn log_type(con: &mut Connection, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query(con).unwrap()

@@ -133,6 +133,16 @@ pub fn encoding_setting(con: &mut Connection) -> String {
     setting.into_iter().nth(1).unwrap_or_default()
 }
 
+/// Sets the server's `swl.encoding`.
+pub fn set_encoding(con: &mut Connection, encoding: Encoding) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("swl.encoding")
+        .arg(encoding.name())
+        .query(con)
+        .unwrap();
+}
+
 /// Runs a test body once per encoding, saying which one a failure is in.
 pub fn for_each_encoding(body: impl Fn(Encoding)) {
     for encoding in ENCODINGS {
