@@ -74,8 +74,8 @@ func TestTour(t *testing.T) {
 		want.OldestAfter, want.HasOldestAfter = 570_000*time.Millisecond, true
 		expect(t, v, err, want)
 
-		if s.module == client.UsesLibrary() {
-			t.Fatalf("module %v, uses the library %v", s.module, client.UsesLibrary())
+		if s.Module == client.UsesLibrary() {
+			t.Fatalf("module %v, uses the library %v", s.Module, client.UsesLibrary())
 		}
 	})
 }
@@ -91,7 +91,7 @@ func TestRefund(t *testing.T) {
 		v, err = client.Refund(ctx, "rl:erin", time.Minute, 3, swl.NowMs(T+5_000), swl.Cost(5))
 		expect(t, v, err, verdict(false, 3, 3, -1, 0, 60_000))
 		expectEntries(t, client, "rl:erin")
-		if n := s.do("EXISTS", "rl:erin").(int64); n != 0 {
+		if n := s.Do("EXISTS", "rl:erin").(int64); n != 0 {
 			t.Fatal("an emptied log is kept")
 		}
 	})
@@ -198,7 +198,7 @@ func TestErrors(t *testing.T) {
 		if err == nil || err.Error() != "ERR syntax error" {
 			t.Fatalf("%v", err)
 		}
-		s.do("SET", "string", "x")
+		s.Do("SET", "string", "x")
 		_, err = client.Check(ctx, "string", time.Second, 2, swl.NowMs(T))
 		if err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
 			t.Fatalf("%v", err)
@@ -249,13 +249,13 @@ func TestConcurrentChecksAreExact(t *testing.T) {
 			t.Fatalf("%d admitted", n)
 		}
 		// Each check sent once.
-		if n := s.succeeded("swl.check") + s.succeeded("fcall"); n != 1000 {
+		if n := s.Succeeded("swl.check") + s.Succeeded("fcall"); n != 1000 {
 			t.Fatalf("%d checks ran", n)
 		}
-		if n := len(s.entries("shared")); n != 100 {
+		if n := len(s.Entries("shared")); n != 100 {
 			t.Fatalf("%d entries", n)
 		}
-		if loads := s.succeeded("function|load"); !s.module && loads != 1 {
+		if loads := s.Succeeded("function|load"); !s.Module && loads != 1 {
 			t.Fatalf("%d libraries loaded", loads)
 		}
 	})

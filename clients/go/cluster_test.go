@@ -2,59 +2,29 @@ package swl_test
 
 import (
 	"fmt"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	swl "github.com/redis-swl/redis-swl/clients/go"
+	"github.com/redis-swl/redis-swl/clients/go/internal/redistest"
 )
 
-// startCluster is three primaries with every slot assigned.
 func startCluster(t *testing.T, module bool) []*server {
-	nodes := make([]*server, 3)
-	addrs := make([]string, 3)
-	for i := range nodes {
-		nodes[i] = startServer(t, module, swl.Compact, "--cluster-enabled", "yes",
-			"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(freePort(t)))
-		addrs[i] = nodes[i].addr()
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if output, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, output)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, node := range nodes {
-		for {
-			info := node.do("CLUSTER", "INFO").(string)
-			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the cluster did not come up")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	var nodes []*server
+	for _, node := range redistest.StartCluster(t, module) {
+		nodes = append(nodes, &server{node})
 	}
 	return nodes
 }
 
 func clusterClient(t *testing.T, nodes []*server) redis.UniversalClient {
-	addrs := make([]string, len(nodes))
-	for i, node := range nodes {
-		addrs[i] = node.addr()
+	var servers []*redistest.Server
+	for _, node := range nodes {
+		servers = append(servers, node.Server)
 	}
-	// Several addresses: a *redis.ClusterClient.
-	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = client.Close() })
-	if _, ok := client.(*redis.ClusterClient); !ok {
-		t.Fatalf("a %T", client)
-	}
-	return client
+	return redistest.ClusterClient(t, servers)
 }
 
 // Each primary is asked for its library's version on its own: loaded where
@@ -68,8 +38,8 @@ func TestCluster(t *testing.T) {
 			client := swl.New(swl.GoRedis(clusterClient(t, nodes)))
 			if !module {
 				newer := libraryOf(t, "9.9.9")
-				nodes[0].do("FUNCTION", "LOAD", newer)
-				nodes[1].do("FUNCTION", "LOAD", libraryOf(t, "0.0.1"))
+				nodes[0].Do("FUNCTION", "LOAD", newer)
+				nodes[1].Do("FUNCTION", "LOAD", libraryOf(t, "0.0.1"))
 				versions := func() string {
 					return fmt.Sprint(nodes[0].loadedVersion(), nodes[1].loadedVersion(), nodes[2].loadedVersion())
 				}
@@ -113,10 +83,10 @@ func TestCluster(t *testing.T) {
 
 // owner is the port of the node that holds key.
 func owner(t *testing.T, nodes []*server, key string) int {
-	slot := nodes[0].do("CLUSTER", "KEYSLOT", key).(int64)
+	slot := nodes[0].Do("CLUSTER", "KEYSLOT", key).(int64)
 	for _, node := range nodes {
-		if n, err := node.raw.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", slot).Int64(); err == nil && n > 0 {
-			return node.port
+		if n, err := node.Raw.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", slot).Int64(); err == nil && n > 0 {
+			return node.Port
 		}
 	}
 	t.Fatalf("no node holds %s", key)

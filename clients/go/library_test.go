@@ -71,18 +71,18 @@ func withoutSwlVersion(t *testing.T, source string) string {
 }
 
 func (s *server) loadedCode() string {
-	s.t.Helper()
-	libraries := s.do("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "swl").([]any)
+	s.TB().Helper()
+	libraries := s.Do("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "swl").([]any)
 	if len(libraries) != 1 {
-		s.t.Fatalf("libraries: %v", libraries)
+		s.TB().Fatalf("libraries: %v", libraries)
 	}
 	// RESP3: a map of the library's fields.
 	return libraries[0].(map[any]any)["library_code"].(string)
 }
 
 func (s *server) loadedVersion() string {
-	s.t.Helper()
-	version, err := s.raw.Do(ctx, "FCALL_RO", "swl_version", 0).Text()
+	s.TB().Helper()
+	version, err := s.Raw.Do(ctx, "FCALL_RO", "swl_version", 0).Text()
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -94,7 +94,7 @@ func (s *server) loadedVersion() string {
 // library loaded already.
 func serving(t *testing.T, code string) (*server, *swl.Client) {
 	s := startServer(t, false, swl.Compact)
-	s.do("FUNCTION", "LOAD", code)
+	s.Do("FUNCTION", "LOAD", code)
 	client := s.swl()
 	v, err := client.Check(ctx, "k", time.Second, 3)
 	if err != nil || !v.Allowed {
@@ -112,10 +112,10 @@ func TestNewerLibraryIsNeverReplaced(t *testing.T) {
 		}
 	}
 	// Asked each time, and nothing loaded but the test's own.
-	if calls, _ := s.calls("fcall_ro"); calls != 2 {
+	if calls, _ := s.Calls("fcall_ro"); calls != 2 {
 		t.Fatalf("%d versions asked", calls)
 	}
-	if calls, _ := s.calls("function|load"); calls != 1 {
+	if calls, _ := s.Calls("function|load"); calls != 1 {
 		t.Fatalf("%d loads", calls)
 	}
 	if s.loadedCode() != newer || s.loadedVersion() != "9.9.9" {
@@ -166,7 +166,7 @@ func TestOlderLibraryIsUsedAndReplacedOnRequest(t *testing.T) {
 func TestOlderLibraryWithoutAFunctionIsReplaced(t *testing.T) {
 	s := startServer(t, false, swl.Compact)
 	older := strings.Replace(withoutSwlVersion(t, libraryOf(t, "0.2.0")), "'swl_peek'", "'swl_peek_old'", 1)
-	s.do("FUNCTION", "LOAD", older)
+	s.Do("FUNCTION", "LOAD", older)
 	v, err := s.swl().Peek(ctx, "k", time.Second, 3)
 	if err != nil || !v.Allowed {
 		t.Fatalf("%+v %v", v, err)
@@ -184,7 +184,7 @@ func TestEncodingOfTheLibrary(t *testing.T) {
 		if _, err := s.swl(swl.WithEncoding(encoding)).Check(ctx, "k", time.Second, 3); err != nil {
 			t.Fatal(err)
 		}
-		kind := s.do("TYPE", "k").(string)
+		kind := s.Do("TYPE", "k").(string)
 		if want := map[swl.Encoding]string{swl.Zset: "zset"}[encoding]; want == "" && kind != "string" || want != "" && kind != want {
 			t.Fatalf("%v: a %s", encoding, kind)
 		}

@@ -68,7 +68,7 @@ func session(t *testing.T, s *server, client *swl.Client, timeout time.Duration)
 		}
 	}
 	command, function := "SWL.CHECK", "swl_check"
-	if !s.module {
+	if !s.Module {
 		command = function
 	}
 	// A completed check, recorded once (it also loads the library where the
@@ -77,18 +77,18 @@ func session(t *testing.T, s *server, client *swl.Client, timeout time.Duration)
 		return client.Check(ctx, key, time.Minute, 10, swl.NowMs(T), swl.Cost(3))
 	})
 	expect(t, v, err, verdict(true, 10, 7, -1, 60_000, 60_000))
-	oneOf(t, s.entries(key), []int64{T, T, T})
-	ran := s.succeeded("swl.check") + s.succeeded("fcall")
+	oneOf(t, s.Entries(key), []int64{T, T, T})
+	ran := s.Succeeded("swl.check") + s.Succeeded("fcall")
 
-	stall := s.stall(stallSeconds)
+	stall := s.Stall(stallSeconds)
 	_, err, took := call(checkAt(T + 1))
-	stall.wait()
+	stall.Wait()
 	// Sent once: run once at most, when the server woke.
-	if n := s.succeeded("swl.check") + s.succeeded("fcall") - ran; n > 1 {
+	if n := s.Succeeded("swl.check") + s.Succeeded("fcall") - ran; n > 1 {
 		t.Fatalf("the check ran %d times", n)
 	}
 	uncertain(t, err, command, key)
-	afterCheck := s.entries(key)
+	afterCheck := s.Entries(key)
 	oneOf(t, afterCheck, []int64{T, T, T}, []int64{T, T, T, T + 1})
 	// Given up at the first timeout: no retry waited for the server.
 	// (go-redis's retries would send it again on a new connection, which
@@ -101,31 +101,31 @@ func session(t *testing.T, s *server, client *swl.Client, timeout time.Duration)
 	v, err, _ = call(checkAt(T + 2))
 	expect(t, v, err, verdict(true, 10, 10-int64(len(afterCheck))-1, -1, 60_000, 60_000))
 	beforeRefund := append(afterCheck, T+2)
-	oneOf(t, s.entries(key), beforeRefund)
+	oneOf(t, s.Entries(key), beforeRefund)
 
-	stall = s.stall(stallSeconds)
+	stall = s.Stall(stallSeconds)
 	_, err, _ = call(func(ctx context.Context) (swl.Verdict, error) {
 		return client.Refund(ctx, key, time.Minute, 10, swl.NowMs(T+3))
 	})
 	refund := "SWL.REFUND"
-	if !s.module {
+	if !s.Module {
 		refund = "swl_refund"
 	}
 	uncertain(t, err, refund, key)
-	stall.wait()
-	oneOf(t, s.entries(key), beforeRefund, beforeRefund[:len(beforeRefund)-1])
+	stall.Wait()
+	oneOf(t, s.Entries(key), beforeRefund, beforeRefund[:len(beforeRefund)-1])
 
 	// A reset that gets no reply is uncertain too.
-	beforeReset := s.entries(key)
-	stall = s.stall(stallSeconds)
+	beforeReset := s.Entries(key)
+	stall = s.Stall(stallSeconds)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	err = client.Reset(ctx, key)
 	cancel()
 	uncertain(t, err, "DEL", key)
-	stall.wait()
+	stall.Wait()
 	// Deleted, or not: it may not have gone out (a new connection's
 	// handshake timed out first), which the client cannot tell.
-	oneOf(t, s.entries(key), nil, beforeReset)
+	oneOf(t, s.Entries(key), nil, beforeReset)
 }
 
 func modes() []bool { return []bool{true, false} }
@@ -134,7 +134,7 @@ func modes() []bool { return []bool{true, false} }
 func TestReadTimeoutSendsCheckAndRefundOnce(t *testing.T) {
 	for _, module := range modes() {
 		s := debugServer(t, module)
-		rdb := s.client(&redis.Options{ReadTimeout: 200 * time.Millisecond})
+		rdb := s.Client(&redis.Options{ReadTimeout: 200 * time.Millisecond})
 		session(t, s, swl.New(swl.GoRedis(rdb)), time.Minute)
 	}
 }
@@ -143,7 +143,7 @@ func TestReadTimeoutSendsCheckAndRefundOnce(t *testing.T) {
 func TestContextDeadlineSendsCheckAndRefundOnce(t *testing.T) {
 	for _, module := range modes() {
 		s := debugServer(t, module)
-		rdb := s.client(&redis.Options{ContextTimeoutEnabled: true})
+		rdb := s.Client(&redis.Options{ContextTimeoutEnabled: true})
 		session(t, s, swl.New(swl.GoRedis(rdb)), 200*time.Millisecond)
 	}
 }
@@ -152,14 +152,14 @@ func TestContextDeadlineSendsCheckAndRefundOnce(t *testing.T) {
 func TestPeekThatTimesOutIsNoUncertainOutcome(t *testing.T) {
 	for _, module := range modes() {
 		s := debugServer(t, module)
-		rdb := s.client(&redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		rdb := s.Client(&redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 		client := swl.New(swl.GoRedis(rdb))
 		if _, err := client.Peek(ctx, "k", time.Second, 3); err != nil {
 			t.Fatal(err)
 		}
-		stall := s.stall(stallSeconds)
+		stall := s.Stall(stallSeconds)
 		_, err := client.Peek(ctx, "k", time.Second, 3)
-		stall.wait()
+		stall.Wait()
 		var timeout interface{ Timeout() bool }
 		if err == nil || errors.Is(err, swl.ErrUncertainOutcome) || !errors.As(err, &timeout) || !timeout.Timeout() {
 			t.Fatalf("%v", err)
@@ -172,16 +172,16 @@ func TestPeekThatTimesOutIsNoUncertainOutcome(t *testing.T) {
 func TestProbeThatTimesOut(t *testing.T) {
 	for _, module := range modes() {
 		s := debugServer(t, module)
-		rdb := s.client(&redis.Options{ReadTimeout: 200 * time.Millisecond})
+		rdb := s.Client(&redis.Options{ReadTimeout: 200 * time.Millisecond})
 		client := swl.New(swl.GoRedis(rdb))
-		stall := s.stall(stallSeconds)
+		stall := s.Stall(stallSeconds)
 		_, err := client.Check(ctx, "k", time.Second, 3)
-		stall.wait()
+		stall.Wait()
 		var timeout interface{ Timeout() bool }
 		if err == nil || errors.Is(err, swl.ErrUncertainOutcome) || !errors.As(err, &timeout) {
 			t.Fatalf("%v", err)
 		}
-		if s.do("EXISTS", "k").(int64) != 0 {
+		if s.Do("EXISTS", "k").(int64) != 0 {
 			t.Fatal("a check was sent")
 		}
 		v, err := client.Check(ctx, "k", time.Second, 3)
