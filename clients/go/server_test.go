@@ -5,8 +5,11 @@ package swl_test
 import (
 	"testing"
 
+	"github.com/valkey-io/valkey-go"
+
 	swl "github.com/redis-swl/redis-swl/clients/go"
 	"github.com/redis-swl/redis-swl/clients/go/internal/redistest"
+	"github.com/redis-swl/redis-swl/clients/go/swlvalkey"
 )
 
 // T is the tests' time: 2023-11-14, Unix milliseconds.
@@ -30,20 +33,45 @@ func (s *server) swl(options ...swl.Option) *swl.Client {
 	return swl.New(swl.GoRedis(s.Client(nil)), options...)
 }
 
+// valkey is a valkey-go client of the server, closed when the test ends.
+func (s *server) valkey() valkey.Client {
+	s.TB().Helper()
+	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true})
+	if err != nil {
+		s.TB().Fatal(err)
+	}
+	s.TB().Cleanup(client.Close)
+	return client
+}
+
+// adapters are the Redis clients behaviour is checked through, each as a
+// redis-swl client of a server.
+var adapters = []struct {
+	name string
+	of   func(s *server, options ...swl.Option) *swl.Client
+}{
+	{"go-redis", func(s *server, options ...swl.Option) *swl.Client { return s.swl(options...) }},
+	{"valkey-go", func(s *server, options ...swl.Option) *swl.Client {
+		return swl.New(swlvalkey.Adapt(s.valkey()), options...)
+	}},
+}
+
 // each runs test on a server with the module and on one without, in each
-// of the encodings.
+// of the encodings, through each adapter.
 func each(t *testing.T, test func(t *testing.T, s *server, client *swl.Client)) {
-	for _, module := range []bool{true, false} {
-		for _, encoding := range encodings {
-			name := "library"
-			if module {
-				name = "module"
+	for _, adapter := range adapters {
+		for _, module := range []bool{true, false} {
+			for _, encoding := range encodings {
+				name := "library"
+				if module {
+					name = "module"
+				}
+				t.Run(adapter.name+"/"+name+"/"+encoding.String(), func(t *testing.T) {
+					t.Parallel()
+					s := startServer(t, module, encoding)
+					test(t, s, adapter.of(s, swl.WithEncoding(encoding)))
+				})
 			}
-			t.Run(name+"/"+encoding.String(), func(t *testing.T) {
-				t.Parallel()
-				s := startServer(t, module, encoding)
-				test(t, s, s.swl(swl.WithEncoding(encoding)))
-			})
 		}
 	}
 }

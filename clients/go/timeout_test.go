@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	swl "github.com/redis-swl/redis-swl/clients/go"
+	"github.com/redis-swl/redis-swl/clients/go/swlvalkey"
 )
 
 const stallSeconds = 0.35
@@ -145,6 +146,15 @@ func TestContextDeadlineSendsCheckAndRefundOnce(t *testing.T) {
 		s := debugServer(t, module)
 		rdb := s.Client(&redis.Options{ContextTimeoutEnabled: true})
 		session(t, s, swl.New(swl.GoRedis(rdb)), 200*time.Millisecond)
+	}
+}
+
+// valkey-go, which follows a context's deadline and sends again only what
+// is marked read-only.
+func TestValkeyContextDeadlineSendsCheckAndRefundOnce(t *testing.T) {
+	for _, module := range modes() {
+		s := debugServer(t, module)
+		session(t, s, swl.New(swlvalkey.Adapt(s.valkey())), 200*time.Millisecond)
 	}
 }
 
