@@ -9,6 +9,8 @@
 #   redis-swl-VERSION.tgz                 the Node package
 #   redis-swl-client-VERSION.crate        the Rust crate
 #   SHA256SUMS           over all of them
+# The Go module (clients/go) has no file here: Go fetches it from the
+# repository by the tag clients/go/vVERSION, which only publishing pushes.
 # It installs what it needs (scripts/setup*.sh). `make dist-test` checks
 # the result. A release is built from a clean checkout of its commit.
 set -euo pipefail
@@ -89,6 +91,16 @@ CARGO_TARGET_DIR=target/clients-rust "${CARGO:-cargo}" package --manifest-path c
     --allow-dirty --no-verify --quiet
 cp "target/clients-rust/package/redis-swl-client-$version.crate" dist/
 
+# The Go module is fetched by path (go get
+# github.com/redis-swl/redis-swl/clients/go@v$version): its release is the
+# tag clients/go/v$version on the release's commit, which publishing pushes.
+# Nothing is tagged here; the module must only be ready: its copy of the
+# function library is this release's.
+cmp -s clients/go/swl.lua scripts/swl.lua ||
+    { echo "dist: clients/go/swl.lua differs from scripts/swl.lua (run go generate in clients/go)" >&2; exit 1; }
+grep -qx "module github.com/redis-swl/redis-swl/clients/go" clients/go/go.mod ||
+    { echo "dist: clients/go/go.mod does not name the module's path" >&2; exit 1; }
+
 (cd dist && sha256sum -- * >SHA256SUMS)
-echo "dist: built into dist/:"
+echo "dist: built into dist/ (the Go module is published by the tag clients/go/v$version):"
 (cd dist && ls -l)
