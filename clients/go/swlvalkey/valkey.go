@@ -92,12 +92,13 @@ var errNoCommand = errors.New("swlvalkey: no command")
 
 // split is a command of the redis-swl client as valkey-go builds it: the
 // words before its keys, its keys (which route it on a cluster) and the
-// rest. The client sends SWL.* commands and DEL with one key after the
-// name, FCALL and FCALL_RO with their key count, and FUNCTION with none.
+// rest. The module's packages send SWL.* commands, DEL, GET and SET with
+// one key after the name, FCALL and FCALL_RO with their key count, and
+// FUNCTION with none.
 func split(words []string) (head, keys, rest []string) {
 	name := strings.ToUpper(words[0])
 	switch {
-	case strings.HasPrefix(name, "SWL.") || name == "DEL":
+	case strings.HasPrefix(name, "SWL.") || name == "DEL" || name == "GET" || name == "SET":
 		if len(words) > 1 {
 			return words[:1], words[1:2], words[2:]
 		}
