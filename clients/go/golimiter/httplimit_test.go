@@ -77,7 +77,7 @@ func TestHTTPLimitMiddleware(t *testing.T) {
 		}
 		expectEntries(t, server, "127.0.0.1", T, T, T)
 
-		c.set(T + 60_000)
+		c.Set(T + 60_000)
 		again := response{http.StatusOK, "hello", "3", "2", "Tue, 14 Nov 2023 22:15:20 UTC", ""}
 		if got := get(t, client, web.URL); got != again {
 			t.Fatalf("got  %+v\nwant %+v", got, again)

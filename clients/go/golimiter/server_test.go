@@ -6,7 +6,6 @@ package golimiter_test
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,43 +19,19 @@ var ctx = context.Background()
 // T is the tests' time: 2023-11-14, Unix milliseconds.
 const T int64 = 1_700_000_000_000
 
-// deployment is a server the store is tested on: with the module,
-// creating logs in an encoding, or without it (the function library,
-// which the store loads, creating compact logs).
-type deployment struct {
-	name     string
-	module   bool
-	encoding string
-}
+// setups are the module in each encoding, and the function library,
+// which the store loads, creating compact logs.
+var setups = []redistest.Setup{{Module: true, Encoding: "zset"}, {Module: true, Encoding: "compact"}, {Module: false, Encoding: "compact"}}
 
-var deployments = []deployment{
-	{"module/zset", true, "zset"},
-	{"module/compact", true, "compact"},
-	{"library", false, "compact"},
-}
-
-// each runs test once per deployment, each on a server of its own.
+// each runs test once per setup, each on a server of its own.
 func each(t *testing.T, test func(t *testing.T, server *redistest.Server)) {
-	for _, d := range deployments {
-		t.Run(d.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, redistest.Start(t, d.module, d.encoding))
-		})
-	}
+	redistest.Each(t, setups, func(t *testing.T, _ redistest.Setup, server *redistest.Server) { test(t, server) })
 }
 
 // clock is a test's time, moved by hand.
-type clock struct{ ms atomic.Int64 }
+type clock = redistest.Clock
 
-func newClock(ms int64) *clock {
-	c := &clock{}
-	c.ms.Store(ms)
-	return c
-}
-
-func (c *clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
-
-func (c *clock) set(ms int64) { c.ms.Store(ms) }
+func newClock(ms int64) *clock { return redistest.NewClock(ms) }
 
 // newStore is a store over a go-redis client of server with default
 // settings, at clock's time, closed when the test ends.

@@ -25,20 +25,20 @@ func TestTakeAdmitsTokensInAnyIntervalThenDenies(t *testing.T) {
 		store := newStore(t, server, c, golimiter.Config{Tokens: 3, Interval: 10 * time.Second})
 
 		expectTake(t, store, "alice", take{3, 2, T + 10_000, true})
-		c.set(T + 2_000)
+		c.Set(T + 2_000)
 		expectTake(t, store, "alice", take{3, 1, T + 12_000, true})
-		c.set(T + 4_000)
+		c.Set(T + 4_000)
 		expectTake(t, store, "alice", take{3, 0, T + 14_000, true})
 		expectEntries(t, server, "alice", T, T+2_000, T+4_000)
 
 		// Denied: it would pass once the request at T leaves.
-		c.set(T + 5_000)
+		c.Set(T + 5_000)
 		expectTake(t, store, "alice", take{3, 0, T + 10_000, false})
-		c.set(T + 9_999)
+		c.Set(T + 9_999)
 		expectTake(t, store, "alice", take{3, 0, T + 10_000, false})
 		expectEntries(t, server, "alice", T, T+2_000, T+4_000)
 
-		c.set(T + 10_000)
+		c.Set(T + 10_000)
 		expectTake(t, store, "alice", take{3, 0, T + 20_000, true})
 		expectEntries(t, server, "alice", T+2_000, T+4_000, T+10_000)
 		expectEntries(t, server, "bob")
@@ -141,7 +141,7 @@ func TestConcurrentTakesAdmitExactlyTokens(t *testing.T) {
 				expectEntries(t, server, key, times(int(tc.tokens), T)...)
 
 				later := T + tc.interval.Milliseconds()
-				c.set(later)
+				c.Set(later)
 				expectTake(t, store, key, take{tc.tokens, tc.tokens - 1, later + tc.interval.Milliseconds(), true})
 				expectEntries(t, server, key, later)
 			})
@@ -210,7 +210,7 @@ func TestBurstGivesBackTheNewestRequests(t *testing.T) {
 		c := newClock(T)
 		store := newStore(t, server, c, golimiter.Config{Tokens: 3, Interval: 10 * time.Second})
 		for _, at := range []int64{T, T + 1_000, T + 2_000} {
-			c.set(at)
+			c.Set(at)
 			expectTake(t, store, "erin", take{3, uint64(2 - (at-T)/1_000), at + 10_000, true})
 		}
 		if err := store.Burst(ctx, "erin", 2); err != nil {

@@ -23,9 +23,8 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock := &clock{}
-			clock.set(T)
-			ulule.SetClock(store, clock.now)
+			clock := redistest.NewClock(T)
+			ulule.SetClock(store, clock.Now)
 			rate := limiter.Rate{Period: time.Minute, Limit: 1}
 			for user := range 12 {
 				key := fmt.Sprintf("user%d", user)

@@ -69,7 +69,7 @@ func TestMiddlewares(t *testing.T) {
 					// The request at T has left the window.
 					{T + 60_000, ok(0, S+120)},
 				} {
-					clock.set(step.at)
+					clock.Set(step.at)
 					if got := get(); got != step.want {
 						t.Fatalf("at T+%d: got %+v, want %+v", step.at-T, got, step.want)
 					}

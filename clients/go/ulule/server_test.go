@@ -5,9 +5,7 @@ package ulule_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ulule/limiter/v3"
 
@@ -25,46 +23,26 @@ const (
 	S int64 = T / 1000
 )
 
-// setup is where a test runs: a server with the module or without it (the
-// function library), and the encoding its new logs take.
-type setup struct {
-	module   bool
-	encoding swl.Encoding
-}
-
-func (s setup) String() string {
-	if s.module {
-		return "module/" + s.encoding.String()
-	}
-	return "library/" + s.encoding.String()
-}
-
-var setups = []setup{
-	{module: true, encoding: swl.Zset},
-	{module: true, encoding: swl.Compact},
-	{module: false, encoding: swl.Zset},
-	{module: false, encoding: swl.Compact},
-}
+// setups are where the tests run (redistest.Setups): the module in each
+// encoding, and the function library loaded in each.
+var setups = redistest.Setups
 
 // server is a started setup.
 type server struct {
 	*redistest.Server
-	setup
+	setup redistest.Setup
 }
 
-func start(t testing.TB, s setup) *server {
+func start(t testing.TB, s redistest.Setup) *server {
 	t.Helper()
-	return &server{redistest.Start(t, s.module, s.encoding.String()), s}
+	return &server{redistest.Start(t, s.Module, s.Encoding), s}
 }
 
 // each runs test in every setup, in parallel.
 func each(t *testing.T, test func(t *testing.T, s *server)) {
-	for _, setup := range setups {
-		t.Run(setup.String(), func(t *testing.T) {
-			t.Parallel()
-			test(t, start(t, setup))
-		})
-	}
+	redistest.Each(t, setups, func(t *testing.T, setup redistest.Setup, s *redistest.Server) {
+		test(t, &server{s, setup})
+	})
 }
 
 // store is a store on the server as its users make one: with the module,
@@ -74,8 +52,9 @@ func each(t *testing.T, test func(t *testing.T, s *server)) {
 func (s *server) store(t testing.TB, options limiter.StoreOptions) limiter.Store {
 	t.Helper()
 	rdb := s.Client(nil)
-	if !s.module {
-		return ulule.NewStoreFromClient(swl.New(swl.GoRedis(rdb), swl.WithEncoding(s.encoding)), options)
+	if !s.setup.Module {
+		encoding := map[string]swl.Encoding{"zset": swl.Zset, "compact": swl.Compact}[s.setup.Encoding]
+		return ulule.NewStoreFromClient(swl.New(swl.GoRedis(rdb), swl.WithEncoding(encoding)), options)
 	}
 	store, err := ulule.NewStoreWithOptions(rdb, options)
 	if err != nil {
@@ -85,19 +64,14 @@ func (s *server) store(t testing.TB, options limiter.StoreOptions) limiter.Store
 }
 
 // clock is a store's clock in the tests, set by hand.
-type clock struct{ ms atomic.Int64 }
-
-func (c *clock) set(ms int64) { c.ms.Store(ms) }
-
-func (c *clock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+type clock = redistest.Clock
 
 // storeAt is a store with ulule's default prefix whose calls are made at
 // the clock's time, which starts at T.
 func (s *server) storeAt(t testing.TB) (limiter.Store, *clock) {
 	t.Helper()
 	store := s.store(t, limiter.StoreOptions{Prefix: limiter.DefaultPrefix})
-	c := &clock{}
-	c.set(T)
-	ulule.SetClock(store, c.now)
+	c := redistest.NewClock(T)
+	ulule.SetClock(store, c.Now)
 	return store, c
 }

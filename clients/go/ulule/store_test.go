@@ -59,7 +59,7 @@ func TestGetAdmitsLimitRequestsInAnyPeriod(t *testing.T) {
 			{T + 60_000, lctx(3, 0, S+120, false)},
 			{T + 60_001, lctx(3, 0, S+120, true)},
 		} {
-			clock.set(step.at)
+			clock.Set(step.at)
 			got, err := store.Get(ctx, "alice", perMinute)
 			expect(t, got, err, step.want)
 		}
@@ -72,13 +72,13 @@ func TestPeekRecordsNothing(t *testing.T) {
 		store, clock := s.storeAt(t)
 		peek := func(at int64, want limiter.Context) {
 			t.Helper()
-			clock.set(at)
+			clock.Set(at)
 			got, err := store.Peek(ctx, "alice", perMinute)
 			expect(t, got, err, want)
 		}
 		get := func(at int64) {
 			t.Helper()
-			clock.set(at)
+			clock.Set(at)
 			if _, err := store.Get(ctx, "alice", perMinute); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestIncrementRecordsCountUnitsOrGivesThemBack(t *testing.T) {
 		rate := limiter.Rate{Period: time.Minute, Limit: 5}
 		increment := func(at, count int64, want limiter.Context) {
 			t.Helper()
-			clock.set(at)
+			clock.Set(at)
 			got, err := store.Increment(ctx, "alice", count, rate)
 			expect(t, got, err, want)
 		}
@@ -122,7 +122,7 @@ func TestIncrementRecordsCountUnitsOrGivesThemBack(t *testing.T) {
 		increment(T+2_500, -10, lctx(5, 5, S+2, false))
 		expectEntries(t, s, logKey("alice"))
 
-		clock.set(T + 3_000)
+		clock.Set(T + 3_000)
 		if _, err := store.Increment(ctx, "alice", 100_001, rate); err == nil || !strings.Contains(err.Error(), "cost") {
 			t.Fatalf("a cost above 100000: %v", err)
 		}
@@ -137,7 +137,7 @@ func TestResetDeletesTheLog(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		clock.set(T + 5_500)
+		clock.Set(T + 5_500)
 		got, err := store.Reset(ctx, "alice", perMinute)
 		expect(t, got, err, lctx(3, 3, S+5, false))
 		if n := s.Do("EXISTS", logKey("alice")); n != int64(0) {
@@ -161,7 +161,7 @@ func TestKeysFollowUlulesPrefix(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := prefix + ":alice:swl"
-			want := map[bool]string{true: "zset", false: "string"}[s.encoding.String() == "zset"]
+			want := map[bool]string{true: "zset", false: "string"}[s.setup.Encoding == "zset"]
 			if got := s.Do("TYPE", key); got != want {
 				t.Fatalf("TYPE %s is %v, want %s", key, got, want)
 			}
@@ -198,7 +198,7 @@ func TestUlulesRedisStoreBesideKeepsWorking(t *testing.T) {
 			{T + 2_000, lctx(3, 0, S+62, false)},
 			{T + 3_000, lctx(3, 0, S+62, true)},
 		} {
-			clock.set(step.at)
+			clock.Set(step.at)
 			got, err := ours.Get(ctx, "alice", perMinute)
 			expect(t, got, err, step.want)
 			got, err = theirs.Get(ctx, "alice", perMinute)

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,3 +276,46 @@ func ClusterClient(t testing.TB, nodes []*Server) *redis.ClusterClient {
 
 // TB is the test the server belongs to.
 func (s *Server) TB() testing.TB { return s.t }
+
+// Setup is a server a test runs on: with the module, whose new logs take
+// Encoding, or without it (the function library, whose new logs take the
+// encoding the client loads it in, Encoding where the package lets the
+// test choose).
+type Setup struct {
+	Module   bool
+	Encoding string
+}
+
+func (s Setup) String() string {
+	if s.Module {
+		return "module/" + s.Encoding
+	}
+	return "library/" + s.Encoding
+}
+
+// Setups are the module in each encoding and the library in each.
+var Setups = []Setup{{true, "zset"}, {true, "compact"}, {false, "zset"}, {false, "compact"}}
+
+// Each runs test on a server of each of setups, in parallel.
+func Each(t *testing.T, setups []Setup, test func(t *testing.T, setup Setup, s *Server)) {
+	for _, setup := range setups {
+		t.Run(setup.String(), func(t *testing.T) {
+			t.Parallel()
+			test(t, setup, Start(t, setup.Module, setup.Encoding))
+		})
+	}
+}
+
+// Clock is a test's time, set by hand, for what takes a func() time.Time.
+type Clock struct{ ms atomic.Int64 }
+
+// NewClock is a clock at ms, Unix milliseconds.
+func NewClock(ms int64) *Clock {
+	c := &Clock{}
+	c.Set(ms)
+	return c
+}
+
+func (c *Clock) Set(ms int64) { c.ms.Store(ms) }
+
+func (c *Clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
