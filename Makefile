@@ -14,7 +14,8 @@
 #            then Python limits' moving window against swl+redis://, then
 #            express-rate-limit and rate-limiter-flexible's fixed windows
 #            against SwlStore and RateLimiterSwl, then the Rust layer on
-#            axum against the bare app and tower_governor
+#            axum against the bare app and tower_governor, then the Go
+#            ulule/limiter store against ulule's own Redis store
 # make lint  rustfmt and clippy, as CI checks them
 # make dist  every file of a release into dist/ (scripts/dist.sh): the
 #            module for Linux x86_64 and aarch64, glibc 2.17+ and musl, the
@@ -74,6 +75,8 @@ bench: build
 	bash scripts/setup-node.sh
 	cd clients/node && SWL_MODULE=$(MODULE) node bench/bench.js
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) run $(CLIENT) --release --quiet --all-features --example bench
+	bash scripts/setup-go.sh
+	cd clients/go && SWL_MODULE=$(MODULE) go test ./internal/bench -run '^$$' -bench . -benchtime 1x
 
 # The Rust client crate and the axum example are projects of their own,
 # each with its own target directory.
