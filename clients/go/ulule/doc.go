@@ -24,11 +24,11 @@
 //     that records no refused request cannot tell the two apart. ulule's
 //     tests.TestStoreSequentialAccess asserts that false (tests.go:52).
 //   - Reset is when every unit has left the window, the whole quota back,
-//     in Unix seconds rounded down as ulule's; ulule's is its window's
-//     end. After an admitted request that is now plus Period. After a
-//     refused one, a single request
-//     may fit before Reset, when the oldest leaves. Of Reset, and of Peek
-//     on an empty window: now (ulule's: now plus Period).
+//     in Unix seconds rounded down as ulule's (its window's end). After
+//     an admitted request that is now plus Period. After a refused one, a
+//     single request may fit before Reset, when the oldest leaves. Of
+//     Reset, and of Peek on an empty window: now (ulule's: now plus
+//     Period).
 //   - Keys: ulule's name (Prefix, ":", key) followed by ":swl". At ulule's
 //     own name its counter, a string, would fail every call with WRONGTYPE
 //     until it expired; side by side, both stores work. While both run (a
