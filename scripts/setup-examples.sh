@@ -4,9 +4,10 @@
 # (built from clients/python each time) in a virtual environment under
 # target/, Express and the redis-swl package (clients/node, with its
 # dependencies) with npm ci, the axum example built
-# with cargo into its own target directory. Exit 3: the runtime itself is
+# with cargo into its own target directory, the net/http example built
+# with go into target/middleware/go. Exit 3: the runtime itself is
 # missing (the caller skips, saying so); other failures exit 1.
-# Usage: scripts/setup-examples.sh python|node|rust
+# Usage: scripts/setup-examples.sh python|node|rust|go
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,12 +43,18 @@ node)
         cp examples/express/package-lock.json examples/express/node_modules/.redis-swl-lock.json
     fi
     ;;
+go)
+    # The Go example uses the module in clients/go (a replace directive),
+    # with Go installed where it is missing, as make test installs it.
+    bash scripts/setup-go.sh || exit 1
+    (cd examples/go && go build -o ../../target/middleware/go/swl-nethttp .) || exit 1
+    ;;
 rust)
     command -v cargo >/dev/null || { echo "setup-examples: no cargo" >&2; exit 3; }
     (cd examples/axum && CARGO_TARGET_DIR="$PWD/../../target/middleware/axum" cargo build --release --quiet) || exit 1
     ;;
 *)
-    echo "usage: scripts/setup-examples.sh python|node|rust" >&2
+    echo "usage: scripts/setup-examples.sh python|node|rust|go" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,4 @@
-//! The rate-limit middleware for FastAPI, Express and axum, each run as its
+//! The rate-limit middleware for FastAPI, Express, axum and net/http, each run as its
 //! tiny app against a real redis-server and asked over real HTTP: headers
 //! while admitting and denying, with one window and several; then Redis
 //! stalled, paused, without the module, and stopped and restarted. Every
@@ -42,6 +42,7 @@ enum Kind {
     Python,
     Node,
     Rust,
+    Go,
 }
 
 impl Kind {
@@ -50,6 +51,7 @@ impl Kind {
             Kind::Python => "python",
             Kind::Node => "node",
             Kind::Rust => "rust",
+            Kind::Go => "go",
         }
     }
 
@@ -57,7 +59,7 @@ impl Kind {
     /// would otherwise install into the same place at once); false where
     /// its runtime is missing.
     fn set_up(self) -> bool {
-        static DONE: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static DONE: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
         *DONE[self as usize].get_or_init(|| self.install())
     }
 
@@ -104,6 +106,7 @@ impl Kind {
                 command
             }
             Kind::Rust => Command::new(root.join("target/middleware/axum/release/swl-axum")),
+            Kind::Go => Command::new(root.join("target/middleware/go/swl-nethttp")),
         }
     }
 }
@@ -306,16 +309,35 @@ fn request(port: u16, from: Ipv4Addr, path: &str, headers: &[(&str, &str)]) -> R
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("a status line: {text:?}"));
-    let headers = lines
+    let headers: HashMap<String, String> = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
         .collect();
+    let body = match headers.get("transfer-encoding") {
+        Some(coding) if coding.eq_ignore_ascii_case("chunked") => dechunked(body),
+        _ => body.to_string(),
+    };
     Reply {
         status,
         headers,
-        body: body.to_string(),
+        body,
         took,
     }
+}
+
+/// A chunked body's data (Go's net/http sends a long body so).
+fn dechunked(mut body: &str) -> String {
+    let mut data = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("a chunk size: {size:?}"));
+        if size == 0 {
+            break;
+        }
+        data.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").expect("a chunk's end");
+    }
+    data
 }
 
 /// A TCP proxy in front of Redis that can stall (hold every connection,
@@ -673,6 +695,11 @@ fn the_axum_middleware_answers_by_its_policy_and_returns_to_redis() {
 }
 
 #[test]
+fn the_nethttp_middleware_answers_by_its_policy_and_returns_to_redis() {
+    exercise(Kind::Go);
+}
+
+#[test]
 fn the_fastapi_middleware_keys_clients_by_address_not_by_api_key() {
     keys_by_address(Kind::Python);
 }
@@ -685,6 +712,11 @@ fn the_express_middleware_keys_clients_by_address_not_by_api_key() {
 #[test]
 fn the_axum_middleware_keys_clients_by_address_not_by_api_key() {
     keys_by_address(Kind::Rust);
+}
+
+#[test]
+fn the_nethttp_middleware_keys_clients_by_address_not_by_api_key() {
+    keys_by_address(Kind::Go);
 }
 
 #[test]
@@ -703,6 +735,11 @@ fn the_axum_app_serves_failures_outside_the_limit() {
 }
 
 #[test]
+fn the_nethttp_app_serves_failures_outside_the_limit() {
+    serves_failures_outside_the_limit(Kind::Go);
+}
+
+#[test]
 fn the_fastapi_app_refuses_an_unknown_policy() {
     refuses_an_unknown_policy(Kind::Python);
 }
@@ -715,6 +752,11 @@ fn the_express_app_refuses_an_unknown_policy() {
 #[test]
 fn the_axum_app_refuses_an_unknown_policy() {
     refuses_an_unknown_policy(Kind::Rust);
+}
+
+#[test]
+fn the_nethttp_app_refuses_an_unknown_policy() {
+    refuses_an_unknown_policy(Kind::Go);
 }
 
 /// GET /metrics: each sample of the Prometheus text, by name and labels,
@@ -834,6 +876,11 @@ fn the_axum_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics()
 }
 
 #[test]
+fn the_nethttp_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
+    answers_denials_from_its_cache_and_counts_decisions_at_metrics(Kind::Go);
+}
+
+#[test]
 fn the_express_app_answers_denials_from_its_cache_and_counts_decisions_at_metrics() {
     answers_denials_from_its_cache_and_counts_decisions_at_metrics(Kind::Node);
 }
@@ -863,6 +910,11 @@ fn refuses_an_unknown_denial_cache_setting(kind: Kind) {
 #[test]
 fn the_axum_app_refuses_an_unknown_denial_cache_setting() {
     refuses_an_unknown_denial_cache_setting(Kind::Rust);
+}
+
+#[test]
+fn the_nethttp_app_refuses_an_unknown_denial_cache_setting() {
+    refuses_an_unknown_denial_cache_setting(Kind::Go);
 }
 
 #[test]
