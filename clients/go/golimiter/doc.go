@@ -12,11 +12,13 @@
 //
 // # Keys
 //
-// A key's log is Prefix+key ("golimiter:" by default), a sorted set or a
-// compact log (redis-swl's encodings), which expires when its newest
-// request leaves the window. A limit Set gives a key is the string
-// Prefix+key+":limit", "tokens interval_ms", which expires OverrideTTL (a
-// week by default) after the Set.
+// A key's log is Prefix+"log:"+key (Prefix is "golimiter:" by default), a
+// sorted set or a compact log (redis-swl's encodings), which expires when
+// its newest request leaves the window. A limit Set gives a key is the
+// string Prefix+"limit:"+key, "tokens interval_ms", which expires
+// OverrideTTL (a week by default) after the Set. Logs and limits have a
+// namespace each, so that no key a client chooses names another key's
+// limit.
 //
 // # Differences from memorystore
 //

@@ -87,7 +87,7 @@ func expectGet(t *testing.T, store *golimiter.Store, key string, tokens, remaini
 // the server lists it: its requests' times, oldest first.
 func expectEntries(t *testing.T, server *redistest.Server, key string, want ...int64) {
 	t.Helper()
-	if got := server.Entries(golimiter.DefaultPrefix + key); !slices.Equal(got, want) {
+	if got := server.Entries(golimiter.DefaultPrefix + "log:" + key); !slices.Equal(got, want) {
 		t.Fatalf("entries of %q: %v, want %v", key, got, want)
 	}
 }

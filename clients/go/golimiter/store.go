@@ -26,8 +26,6 @@ const (
 	// for.
 	DefaultOverrideTTL = 7 * 24 * time.Hour
 
-	// overrideSuffix follows a key's log key in the name of its override.
-	overrideSuffix = ":limit"
 	// maxTokens is the largest limit the module takes (2^53-1, the largest
 	// integer a sorted-set score holds exactly).
 	maxTokens = 1<<53 - 1
@@ -46,7 +44,8 @@ type Config struct {
 	Interval time.Duration
 
 	// Prefix is put before every key in Redis: a key's log is
-	// Prefix+key, and the limit Set gives it Prefix+key+":limit". The
+	// Prefix+"log:"+key, and the limit Set gives it Prefix+"limit:"+key
+	// (two namespaces, so that no key's log is another key's limit). The
 	// default is DefaultPrefix.
 	Prefix string
 
@@ -148,7 +147,7 @@ func (s *Store) Take(ctx context.Context, key string) (tokens, remaining, reset 
 		return 0, 0, 0, false, err
 	}
 	base, at := s.clock()
-	v, err := s.client.Check(ctx, s.prefix+key, l.interval, int64(l.tokens), at...)
+	v, err := s.client.Check(ctx, s.logKey(key), l.interval, int64(l.tokens), at...)
 	if err != nil {
 		return 0, 0, 0, false, fmt.Errorf("golimiter: take %q: %w", key, err)
 	}
@@ -173,7 +172,7 @@ func (s *Store) Get(ctx context.Context, key string) (tokens, remaining uint64, 
 		return 0, 0, err
 	}
 	_, at := s.clock()
-	v, err := s.client.Peek(ctx, s.prefix+key, l.interval, int64(l.tokens), at...)
+	v, err := s.client.Peek(ctx, s.logKey(key), l.interval, int64(l.tokens), at...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("golimiter: get %q: %w", key, err)
 	}
@@ -201,7 +200,7 @@ func (s *Store) Set(ctx context.Context, key string, tokens uint64, interval tim
 	if _, err := s.doer.Do(ctx, "SET", s.overrideKey(key), value, "PX", s.ttl.Milliseconds()); err != nil {
 		return fmt.Errorf("golimiter: set %q: %w", key, err)
 	}
-	if err := s.client.Reset(ctx, s.prefix+key); err != nil {
+	if err := s.client.Reset(ctx, s.logKey(key)); err != nil {
 		return fmt.Errorf("golimiter: set %q: %w", key, err)
 	}
 	return nil
@@ -223,7 +222,7 @@ func (s *Store) Burst(ctx context.Context, key string, tokens uint64) error {
 	for tokens > 0 {
 		n := min(tokens, maxCost)
 		options := append(at[:len(at):len(at)], swl.Cost(int64(n)))
-		v, err := s.client.Refund(ctx, s.prefix+key, l.interval, int64(l.tokens), options...)
+		v, err := s.client.Refund(ctx, s.logKey(key), l.interval, int64(l.tokens), options...)
 		if err != nil {
 			return fmt.Errorf("golimiter: burst %q: %w", key, err)
 		}
@@ -249,9 +248,10 @@ func (s *Store) Close(context.Context) error {
 	return nil
 }
 
-func (s *Store) overrideKey(key string) string {
-	return s.prefix + key + overrideSuffix
-}
+// logKey and overrideKey are key's log and the limit Set gave it.
+func (s *Store) logKey(key string) string { return s.prefix + "log:" + key }
+
+func (s *Store) overrideKey(key string) string { return s.prefix + "limit:" + key }
 
 // limitsOf is the limit Set gave key, or the store's. It is read from
 // Redis on every call, so that a Set in one process holds in all of them
@@ -267,7 +267,7 @@ func (s *Store) limitsOf(ctx context.Context, key string) (limits, error) {
 	}
 	l, ok := parseLimits(reply)
 	if !ok {
-		return limits{}, fmt.Errorf("golimiter: %s holds %q, not a limit Set wrote", s.overrideKey(key), reply)
+		return limits{}, fmt.Errorf("golimiter: %s holds %.40q, not a limit Set wrote", s.overrideKey(key), fmt.Sprint(reply))
 	}
 	return l, nil
 }

@@ -163,10 +163,10 @@ func TestSetIsSeenByEveryStoreSharingTheRedis(t *testing.T) {
 		if err := setter.Set(ctx, "carol", 2, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if got := server.Do("GET", "golimiter:carol:limit"); got != "2 60000" {
+		if got := server.Do("GET", "golimiter:limit:carol"); got != "2 60000" {
 			t.Fatalf("the limit is stored as %q", got)
 		}
-		if ttl := server.Do("PTTL", "golimiter:carol:limit").(int64); ttl <= 0 || ttl > time.Hour.Milliseconds() {
+		if ttl := server.Do("PTTL", "golimiter:limit:carol").(int64); ttl <= 0 || ttl > time.Hour.Milliseconds() {
 			t.Fatalf("the limit expires in %dms, not within the hour", ttl)
 		}
 		expectEntries(t, server, "carol")
@@ -181,8 +181,8 @@ func TestSetIsSeenByEveryStoreSharingTheRedis(t *testing.T) {
 		// A store with another prefix has other keys, and other limits.
 		other := newStore(t, server, c, golimiter.Config{Tokens: 5, Interval: time.Second, Prefix: "rl:"})
 		expectTake(t, other, "carol", take{5, 4, T + 1_000, true})
-		if got := server.Entries("rl:carol"); !slices.Equal(got, []int64{T}) {
-			t.Fatalf("entries of rl:carol: %v", got)
+		if got := server.Entries("rl:log:carol"); !slices.Equal(got, []int64{T}) {
+			t.Fatalf("entries of rl:log:carol: %v", got)
 		}
 	})
 }
@@ -197,7 +197,7 @@ func TestSetToZeroTokensDeniesEveryRequest(t *testing.T) {
 		}
 		expectTake(t, store, "mallory", take{0, 0, T + 10_000, false})
 		expectGet(t, store, "mallory", 0, 0)
-		if n := server.Do("EXISTS", "golimiter:mallory"); n != int64(0) {
+		if n := server.Do("EXISTS", "golimiter:log:mallory"); n != int64(0) {
 			t.Fatal("a denied request created the log")
 		}
 	})
@@ -231,7 +231,7 @@ func TestBurstGivesBackTheNewestRequests(t *testing.T) {
 			if err := store.Burst(ctx, key, 1); err != nil {
 				t.Fatal(err)
 			}
-			if n := server.Do("EXISTS", "golimiter:"+key); n != int64(0) {
+			if n := server.Do("EXISTS", "golimiter:log:"+key); n != int64(0) {
 				t.Fatalf("%s's log is there after its requests were given back", key)
 			}
 		}
@@ -246,7 +246,7 @@ func TestBurstAboveOneRefundIsGivenBackInParts(t *testing.T) {
 		store := newStore(t, server, newClock(T), golimiter.Config{Tokens: 250_000, Interval: 10 * time.Second})
 		recorder := swl.New(swl.GoRedis(server.Client(nil)))
 		for range 2 {
-			v, err := recorder.Check(ctx, "golimiter:big", 10*time.Second, 250_000, swl.Cost(100_000), swl.NowMs(T))
+			v, err := recorder.Check(ctx, "golimiter:log:big", 10*time.Second, 250_000, swl.Cost(100_000), swl.NowMs(T))
 			if err != nil || !v.Allowed {
 				t.Fatalf("%+v %v", v, err)
 			}
@@ -255,13 +255,13 @@ func TestBurstAboveOneRefundIsGivenBackInParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectGet(t, store, "big", 250_000, 200_000)
-		if n := len(server.Entries("golimiter:big")); n != 50_000 {
+		if n := len(server.Entries("golimiter:log:big")); n != 50_000 {
 			t.Fatalf("%d entries left, not 50000", n)
 		}
 		if err := store.Burst(ctx, "big", math.MaxUint64); err != nil {
 			t.Fatal(err)
 		}
-		if n := server.Do("EXISTS", "golimiter:big"); n != int64(0) {
+		if n := server.Do("EXISTS", "golimiter:log:big"); n != int64(0) {
 			t.Fatal("the log is there after every request was given back")
 		}
 		// 100,000 and 50,000, then 100,000 that emptied the log.
@@ -288,7 +288,7 @@ func TestDefaultsAndTheServersClock(t *testing.T) {
 	if low, high := before.Add(time.Second), after.Add(time.Second); reset < uint64(low.UnixNano()) || reset > uint64(high.UnixNano()) {
 		t.Fatalf("reset %d is not a second after the call, [%d, %d]", reset, low.UnixNano(), high.UnixNano())
 	}
-	entries := server.Entries("golimiter:grace")
+	entries := server.Entries("golimiter:log:grace")
 	if len(entries) != 1 || entries[0] < before.UnixMilli() || entries[0] > after.UnixMilli() {
 		t.Fatalf("entries %v, not one within [%d, %d]", entries, before.UnixMilli(), after.UnixMilli())
 	}
@@ -353,9 +353,9 @@ func TestLimitsOutsideTheModulesRangeAreRefused(t *testing.T) {
 func TestALimitSetDidNotWriteIsAnError(t *testing.T) {
 	server := redistest.Start(t, true, "compact")
 	store := newStore(t, server, newClock(T), golimiter.Config{})
-	server.Do("SET", "golimiter:ivan:limit", "60 per minute")
+	server.Do("SET", "golimiter:limit:ivan", "60 per minute")
 	_, _, _, _, err := store.Take(ctx, "ivan")
-	if want := `golimiter: golimiter:ivan:limit holds "60 per minute", not a limit Set wrote`; err == nil || err.Error() != want {
+	if want := `golimiter: golimiter:limit:ivan holds "60 per minute", not a limit Set wrote`; err == nil || err.Error() != want {
 		t.Fatalf("%v, want %q", err, want)
 	}
 	expectEntries(t, server, "ivan")
@@ -392,7 +392,7 @@ func TestClosedStoreFailsWithErrStopped(t *testing.T) {
 		t.Fatalf("Burst after Close: %v", err)
 	}
 	expectEntries(t, server, "judy", T)
-	if n := server.Do("EXISTS", "golimiter:judy:limit"); n != int64(0) {
+	if n := server.Do("EXISTS", "golimiter:limit:judy"); n != int64(0) {
 		t.Fatal("Set after Close wrote a limit")
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -418,7 +418,7 @@ func TestCluster(t *testing.T) {
 				key := fmt.Sprintf("user%d", user)
 				expectTake(t, store, key, take{1, 0, T + 60_000, true})
 				expectTake(t, store, key, take{1, 0, T + 60_000, false})
-				owner := ownerOf(t, nodes, golimiter.DefaultPrefix+key)
+				owner := ownerOf(t, nodes, golimiter.DefaultPrefix+"log:"+key)
 				owners[owner.Port] = true
 				expectEntries(t, owner, key, T)
 			}
@@ -429,14 +429,14 @@ func TestCluster(t *testing.T) {
 			if err := store.Set(ctx, "user0", 2, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			limitOwner := ownerOf(t, nodes, "golimiter:user0:limit")
-			if got := limitOwner.Do("GET", "golimiter:user0:limit"); got != "2 60000" {
+			limitOwner := ownerOf(t, nodes, "golimiter:limit:user0")
+			if got := limitOwner.Do("GET", "golimiter:limit:user0"); got != "2 60000" {
 				t.Fatalf("the limit is stored as %q", got)
 			}
 			expectTake(t, store, "user0", take{2, 1, T + 60_000, true})
 			expectTake(t, store, "user0", take{2, 0, T + 60_000, true})
 			expectTake(t, store, "user0", take{2, 0, T + 60_000, false})
-			expectEntries(t, ownerOf(t, nodes, "golimiter:user0"), "user0", T, T)
+			expectEntries(t, ownerOf(t, nodes, "golimiter:log:user0"), "user0", T, T)
 		})
 	}
 }
@@ -459,4 +459,21 @@ func ownerOf(t *testing.T, nodes []*redistest.Server, key string) *redistest.Ser
 	}
 	t.Fatalf("no node serves %s (slot %d)", key, slot)
 	return nil
+}
+
+// A client that picks its key cannot reach another key's limit: logs and
+// limits have a namespace each.
+func TestAKeyNeverNamesAnotherKeysLimit(t *testing.T) {
+	each(t, func(t *testing.T, server *redistest.Server) {
+		store := newStore(t, server, newClock(T), golimiter.Config{Tokens: 2, Interval: time.Minute})
+		for _, key := range []string{"limit:bob", "bob:limit", "log:bob"} {
+			expectTake(t, store, key, take{2, 1, T + 60_000, true})
+		}
+		expectTake(t, store, "bob", take{2, 1, T + 60_000, true})
+		if got := server.Do("EXISTS", "golimiter:limit:bob"); got != int64(0) {
+			t.Fatalf("EXISTS golimiter:limit:bob: %v", got)
+		}
+		expectEntries(t, server, "limit:bob", T)
+		expectEntries(t, server, "bob", T)
+	})
 }
