@@ -29,7 +29,9 @@
 //     single request may fit before Reset, when the oldest leaves. Of
 //     Reset, and of Peek on an empty window: now (ulule's: now plus
 //     Period).
-//   - Keys: ulule's name (Prefix, ":", key) followed by ":swl". At ulule's
+//   - Keys: ulule's name (Prefix, ":", key) followed by ":swl:" and the
+//     rate's period in milliseconds, so that two rates on one key each
+//     keep their own log (in ulule they share one counter). At ulule's
 //     own name its counter, a string, would fail every call with WRONGTYPE
 //     until it expired; side by side, both stores work. While both run (a
 //     rolling switch), each counts on its own key: up to both limits.

@@ -3,6 +3,7 @@ package ulule
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,8 +15,11 @@ import (
 // keySuffix follows ulule's own key (prefix:key): ulule's redis store keeps
 // a string counter there, which SWL.CHECK refuses with WRONGTYPE, so that
 // while old counters live (up to a Period after the switch) every call on
-// them would fail.
-const keySuffix = ":swl"
+// them would fail. The rate's period in milliseconds follows it: a check
+// trims what is older than its own window, so two rates on one key (ten a
+// second and a hundred an hour) need a log each, or the shorter would trim
+// away what the longer counts.
+const keySuffix = ":swl:"
 
 // store is a limiter.Store over a redis-swl client.
 type store struct {
@@ -52,9 +56,10 @@ func NewStoreFromClient(c *swl.Client, options limiter.StoreOptions) limiter.Sto
 	return &store{client: c, prefix: options.Prefix}
 }
 
-// key is ulule's key for key (prefix:key), followed by keySuffix.
-func (s *store) key(key string) string {
-	return s.prefix + ":" + key + keySuffix
+// key is ulule's key for key (prefix:key), followed by keySuffix and the
+// rate's period in milliseconds.
+func (s *store) key(key string, rate limiter.Rate) string {
+	return s.prefix + ":" + key + keySuffix + strconv.FormatInt(rate.Period.Milliseconds(), 10)
 }
 
 // clock is when a call is made: with s.now set, its time, sent with the
@@ -83,14 +88,14 @@ func (s *store) Increment(ctx context.Context, key string, count int64, rate lim
 		return s.Peek(ctx, key, rate)
 	case count < 0:
 		now, options := s.clock()
-		v, err := s.client.Refund(ctx, s.key(key), rate.Period, rate.Limit, append(options, swl.Cost(-count))...)
+		v, err := s.client.Refund(ctx, s.key(key, rate), rate.Period, rate.Limit, append(options, swl.Cost(-count))...)
 		if err != nil {
 			return limiter.Context{}, err
 		}
 		return s.current(ctx, key, rate, v, -count, now, options)
 	}
 	now, options := s.clock()
-	v, err := s.client.Check(ctx, s.key(key), rate.Period, rate.Limit, append(options, swl.Cost(count))...)
+	v, err := s.client.Check(ctx, s.key(key, rate), rate.Period, rate.Limit, append(options, swl.Cost(count))...)
 	if err != nil {
 		return limiter.Context{}, err
 	}
@@ -106,7 +111,7 @@ func (s *store) Increment(ctx context.Context, key string, count int64, rate lim
 // would be refused.
 func (s *store) Peek(ctx context.Context, key string, rate limiter.Rate) (limiter.Context, error) {
 	now, options := s.clock()
-	v, err := s.client.Peek(ctx, s.key(key), rate.Period, rate.Limit, options...)
+	v, err := s.client.Peek(ctx, s.key(key, rate), rate.Period, rate.Limit, options...)
 	if err != nil {
 		return limiter.Context{}, err
 	}
@@ -126,7 +131,7 @@ func (s *store) current(ctx context.Context, key string, rate limiter.Rate, v sw
 		// An empty window needs none: its quota is back now.
 		resetAfter = 0
 		if remaining < rate.Limit {
-			own, err := s.client.Peek(ctx, s.key(key), rate.Period, 0, options...)
+			own, err := s.client.Peek(ctx, s.key(key, rate), rate.Period, 0, options...)
 			if err != nil {
 				return limiter.Context{}, err
 			}
@@ -144,7 +149,7 @@ func (s *store) current(ctx context.Context, key string, rate limiter.Rate, v sw
 // Reset deletes the log: the whole quota is back now.
 func (s *store) Reset(ctx context.Context, key string, rate limiter.Rate) (limiter.Context, error) {
 	now, _ := s.clock()
-	if err := s.client.Reset(ctx, s.key(key)); err != nil {
+	if err := s.client.Reset(ctx, s.key(key, rate)); err != nil {
 		return limiter.Context{}, err
 	}
 	remaining := max(rate.Limit, 0)

@@ -17,7 +17,9 @@ import (
 var perMinute = limiter.Rate{Period: time.Minute, Limit: 3}
 
 // logKey is where the default prefix puts key's log.
-func logKey(key string) string { return "limiter:" + key + ":swl" }
+// logKey is key's log under ulule's default prefix, for a rate of a
+// minute.
+func logKey(key string) string { return "limiter:" + key + ":swl:60000" }
 
 func lctx(limit, remaining, reset int64, reached bool) limiter.Context {
 	return limiter.Context{Limit: limit, Remaining: remaining, Reset: reset, Reached: reached}
@@ -152,7 +154,7 @@ func TestResetDeletesTheLog(t *testing.T) {
 	})
 }
 
-// The key is ulule's (prefix:key) with ":swl" after it.
+// The key is ulule's (prefix:key) with ":swl:" and the period after it.
 func TestKeysFollowUlulesPrefix(t *testing.T) {
 	each(t, func(t *testing.T, s *server) {
 		for _, prefix := range []string{"limiter", "api", ""} {
@@ -160,7 +162,7 @@ func TestKeysFollowUlulesPrefix(t *testing.T) {
 			if _, err := store.Get(ctx, "alice", perMinute); err != nil {
 				t.Fatal(err)
 			}
-			key := prefix + ":alice:swl"
+			key := prefix + ":alice:swl:60000"
 			want := map[bool]string{true: "zset", false: "string"}[s.setup.Encoding == "zset"]
 			if got := s.Do("TYPE", key); got != want {
 				t.Fatalf("TYPE %s is %v, want %s", key, got, want)
@@ -174,8 +176,8 @@ func TestKeysFollowUlulesPrefix(t *testing.T) {
 		if _, err := store.Get(ctx, "bob", perMinute); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.Do("EXISTS", "limiter:bob:swl"); got != int64(1) {
-			t.Fatalf("EXISTS limiter:bob:swl %v", got)
+		if got := s.Do("EXISTS", "limiter:bob:swl:60000"); got != int64(1) {
+			t.Fatalf("EXISTS limiter:bob:swl:60000 %v", got)
 		}
 	})
 }
@@ -274,4 +276,28 @@ func TestConstructorsRefuseNil(t *testing.T) {
 		}
 	}()
 	ulule.NewStoreFromClient(nil, limiter.StoreOptions{})
+}
+
+// Two rates on one key (ten in 100 ms, three an hour) each hold: each has
+// a log of its own, which the other's checks do not trim.
+func TestTwoRatesOnOneKeyEachHold(t *testing.T) {
+	each(t, func(t *testing.T, s *server) {
+		store, clock := s.storeAt(t)
+		hourly := limiter.Rate{Period: time.Hour, Limit: 3}
+		burst := limiter.Rate{Period: 100 * time.Millisecond, Limit: 10}
+		for i := range int64(5) {
+			clock.Set(T + 1_000*i)
+			if _, err := store.Get(ctx, "ip", burst); err != nil {
+				t.Fatal(err)
+			}
+			got, err := store.Get(ctx, "ip", hourly)
+			if i < 3 {
+				expect(t, got, err, lctx(3, 2-i, S+3_600+i, false))
+			} else {
+				expect(t, got, err, lctx(3, 0, S+3_602, true))
+			}
+		}
+		expectEntries(t, s, "limiter:ip:swl:3600000", T, T+1_000, T+2_000)
+		expectEntries(t, s, "limiter:ip:swl:100", T+4_000)
+	})
 }
