@@ -74,7 +74,7 @@ func (l Limit) window() (time.Duration, error) {
 		return 0, fmt.Errorf("redis_rate: %v: Rate and Period must be positive, Burst not negative", l)
 	}
 	if l.Burst == 0 {
-		return ceilMs(uint64(l.Period), 1)
+		return ceilMs(uint64(l.Period), 0)
 	}
 	// Period*Burst overflows 64 bits for long periods and large bursts.
 	high, low := bits.Mul64(uint64(l.Period), uint64(l.Burst))
@@ -169,7 +169,8 @@ func (l Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (*R
 }
 
 // AllowAtMost records as many of n events of key's as fit in its window,
-// at least one, or none if none fits: Allowed is how many.
+// at least one, or none if none fits: Allowed is how many. One call
+// records at most 100,000 (the most one SWL.CHECK records).
 func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int) (*Result, error) {
 	window, err := limit.window()
 	if err != nil {

@@ -1,6 +1,7 @@
 package redis_rate_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,13 +83,14 @@ func TestSameCallsThroughRedisRateV10AndThisPackage(t *testing.T) {
 			t.Errorf("our Allow on redis_rate v10's key: %v, want %q", err, want)
 		}
 		// redis_rate v10's script reads a sorted set with GET, and a
-		// compact log as a number.
+		// compact log as a number: its error's text (which names the
+		// script's lines) is the server's, only its start is pinned.
 		theirError := map[any]string{
-			"zset":   "WRONGTYPE Operation against a key holding the wrong kind of value script: f52a5b566060d79fd321d695df55bc918339c4aa, on @user_script:26.",
-			"string": "ERR user_script:34: bad argument #1 to 'max' (number expected, got nil) script: f52a5b566060d79fd321d695df55bc918339c4aa, on @user_script:34.",
+			"zset":   "WRONGTYPE Operation against a key holding the wrong kind of value",
+			"string": "ERR user_script:",
 		}[server.Do("TYPE", "rate:project:swl")]
-		if _, err := theirs.Allow(ctx, "project:swl", v10.PerMinute(5)); err == nil || err.Error() != theirError {
-			t.Errorf("redis_rate v10's Allow on our key: %v, want %q", err, theirError)
+		if _, err := theirs.Allow(ctx, "project:swl", v10.PerMinute(5)); err == nil || !strings.HasPrefix(err.Error(), theirError) {
+			t.Errorf("redis_rate v10's Allow on our key: %v, want %q...", err, theirError)
 		}
 	})
 }
