@@ -61,6 +61,22 @@ type Server struct {
 // or without it, with extra arguments, and stops it when the test ends.
 func Start(t testing.TB, module bool, encoding string, extra ...string) *Server {
 	t.Helper()
+	// A port found free may be taken by another test's server before this
+	// one binds it: then this one exits, or the PING reaches the other,
+	// which its process id tells. Either way, another port.
+	for attempt := 1; ; attempt++ {
+		s, err := start(t, module, encoding, extra)
+		if err == nil {
+			return s
+		}
+		if attempt == 5 {
+			t.Fatal(err)
+		}
+	}
+}
+
+// start is one attempt of Start's, on a port found free.
+func start(t testing.TB, module bool, encoding string, extra []string) (*Server, error) {
 	port := FreePort(t)
 	args := []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
@@ -86,18 +102,22 @@ func Start(t testing.TB, module bool, encoding string, extra ...string) *Server 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := s.Raw.Ping(ctx).Err()
+		info, err := s.Raw.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
-			return s
+			if !strings.Contains(info, "\r\nprocess_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
+				return nil, fmt.Errorf("port %d answered from another redis-server", port)
+			}
+			return s, nil
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("redis-server %v exited: %v", args, err)
+			exited <- err
+			return nil, fmt.Errorf("redis-server %v exited: %v", args, err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not answer PING: %v", err)
+			t.Fatalf("redis-server did not answer: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
