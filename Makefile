@@ -65,7 +65,7 @@ test: module lint
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) test $(CLIENT) --all-features
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) package $(CLIENT) --allow-dirty --quiet
 	bash scripts/setup-go.sh
-	cd clients/go && test -z "$$(gofmt -l .)" && go vet ./...
+	cd clients/go && test -z "$$(gofmt -l .)" && go vet ./... && go mod tidy -diff
 	cd clients/go && SWL_MODULE=$(MODULE) go test -race -count=1 ./...
 
 bench: build
