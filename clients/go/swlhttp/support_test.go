@@ -117,12 +117,13 @@ func newFixture(t *testing.T, b backend, contextTimeouts bool) *fixture {
 			return dialer.DialContext(ctx, network, f.addr.Load().(string))
 		},
 		ContextTimeoutEnabled: contextTimeouts,
-		// One dial per attempt: the limiter backs off itself. And more
-		// failed dials than a test makes before go-redis stops dialing
-		// (after as many as its pool's size, until a dial of its own
-		// succeeds).
+		// One dial per attempt: the limiter backs off itself. And a pool
+		// of more connections than a test fails to dial before go-redis
+		// stops dialing (after as many as its size, until a dial of its own
+		// succeeds), whatever the machine's number of CPUs; but not many
+		// more, as each takes a port redistest might pick for a server.
 		DialerRetries: 1,
-		PoolSize:      100,
+		PoolSize:      20,
 	})
 	t.Cleanup(func() { _ = f.redis.Close() })
 	f.client = swl.New(swl.GoRedis(f.redis), swl.WithEncoding(b.encoding))
@@ -132,7 +133,7 @@ func newFixture(t *testing.T, b backend, contextTimeouts bool) *fixture {
 // start starts a server (another, after stop), where the client's next
 // connections go.
 func (f *fixture) start() {
-	f.server = redistest.Start(f.t, f.backend.module, f.backend.encoding.String(), "--enable-debug-command", "yes")
+	f.server = redistest.Start(f.t, f.backend.module, f.backend.encoding.String())
 	f.addr.Store(f.server.Addr())
 }
 
