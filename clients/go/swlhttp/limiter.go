@@ -149,7 +149,9 @@ func Timeout(timeout time.Duration) Option {
 
 // LocalMaxClients is how many clients the local policy remembers (10000 by
 // default), the least recently seen forgotten first, so that memory stays
-// bounded through an outage.
+// bounded through an outage: a client's log holds a time (8 bytes) per
+// unit in its window, so the bound is LocalMaxClients times the largest
+// limit times 8 bytes (80 MB for 10,000 clients at 1,000 an hour).
 func LocalMaxClients(n int) Option {
 	return func(c *config) { c.localMaxClients = n }
 }
