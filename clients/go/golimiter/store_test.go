@@ -418,7 +418,7 @@ func TestCluster(t *testing.T) {
 				key := fmt.Sprintf("user%d", user)
 				expectTake(t, store, key, take{1, 0, T + 60_000, true})
 				expectTake(t, store, key, take{1, 0, T + 60_000, false})
-				owner := ownerOf(t, nodes, golimiter.DefaultPrefix+"log:"+key)
+				owner := redistest.Owner(t, nodes, golimiter.DefaultPrefix+"log:"+key)
 				owners[owner.Port] = true
 				expectEntries(t, owner, key, T)
 			}
@@ -429,36 +429,16 @@ func TestCluster(t *testing.T) {
 			if err := store.Set(ctx, "user0", 2, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			limitOwner := ownerOf(t, nodes, "golimiter:limit:user0")
+			limitOwner := redistest.Owner(t, nodes, "golimiter:limit:user0")
 			if got := limitOwner.Do("GET", "golimiter:limit:user0"); got != "2 60000" {
 				t.Fatalf("the limit is stored as %q", got)
 			}
 			expectTake(t, store, "user0", take{2, 1, T + 60_000, true})
 			expectTake(t, store, "user0", take{2, 0, T + 60_000, true})
 			expectTake(t, store, "user0", take{2, 0, T + 60_000, false})
-			expectEntries(t, ownerOf(t, nodes, "golimiter:log:user0"), "user0", T, T)
+			expectEntries(t, redistest.Owner(t, nodes, "golimiter:log:user0"), "user0", T, T)
 		})
 	}
-}
-
-// ownerOf is the node that serves key's slot, as CLUSTER SLOTS says.
-func ownerOf(t *testing.T, nodes []*redistest.Server, key string) *redistest.Server {
-	t.Helper()
-	slot := nodes[0].Do("CLUSTER", "KEYSLOT", key).(int64)
-	for _, r := range nodes[0].Do("CLUSTER", "SLOTS").([]any) {
-		slots := r.([]any)
-		first, last, primary := slots[0].(int64), slots[1].(int64), slots[2].([]any)
-		if slot < first || slot > last {
-			continue
-		}
-		for _, node := range nodes {
-			if int64(node.Port) == primary[1].(int64) {
-				return node
-			}
-		}
-	}
-	t.Fatalf("no node serves %s (slot %d)", key, slot)
-	return nil
 }
 
 // A client that picks its key cannot reach another key's limit: logs and

@@ -293,7 +293,7 @@ func TestCluster(t *testing.T) {
 				expect(t, limit, res, err, result{1, 0, -1, ms(60_000)})
 				res, err = limiter.Allow(ctx, key, limit)
 				expect(t, limit, res, err, result{0, 0, ms(60_000), ms(60_000)})
-				owner := ownerOf(t, nodes, "rate:"+key)
+				owner := redistest.Owner(t, nodes, "rate:"+key)
 				owners[owner.Port] = true
 				expectEntries(t, owner, key, T)
 			}
@@ -303,27 +303,7 @@ func TestCluster(t *testing.T) {
 			if err := limiter.Reset(ctx, "user0"); err != nil {
 				t.Fatal(err)
 			}
-			expectNoKey(t, ownerOf(t, nodes, "rate:user0"), "rate:user0")
+			expectNoKey(t, redistest.Owner(t, nodes, "rate:user0"), "rate:user0")
 		})
 	}
-}
-
-// ownerOf is the node that serves key's slot, as CLUSTER SLOTS says.
-func ownerOf(t *testing.T, nodes []*redistest.Server, key string) *redistest.Server {
-	t.Helper()
-	slot := nodes[0].Do("CLUSTER", "KEYSLOT", key).(int64)
-	for _, r := range nodes[0].Do("CLUSTER", "SLOTS").([]any) {
-		slots := r.([]any)
-		first, last, primary := slots[0].(int64), slots[1].(int64), slots[2].([]any)
-		if slot < first || slot > last {
-			continue
-		}
-		for _, node := range nodes {
-			if int64(node.Port) == primary[1].(int64) {
-				return node
-			}
-		}
-	}
-	t.Fatalf("no node serves %s (slot %d)", key, slot)
-	return nil
 }

@@ -86,15 +86,7 @@ func serveStdlib(t *testing.T, limiter *limiter.Limiter) func() response {
 	})
 	server := httptest.NewServer(stdlib.NewMiddleware(limiter).Handler(hello))
 	t.Cleanup(server.Close)
-	return func() response {
-		t.Helper()
-		reply, err := server.Client().Get(server.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer reply.Body.Close()
-		return httpResponse(t, reply)
-	}
+	return get(t, server)
 }
 
 func serveGin(t *testing.T, limiter *limiter.Limiter) func() response {
@@ -103,6 +95,11 @@ func serveGin(t *testing.T, limiter *limiter.Limiter) func() response {
 	engine.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
 	server := httptest.NewServer(engine)
 	t.Cleanup(server.Close)
+	return get(t, server)
+}
+
+// get is a GET of server's root, as a response.
+func get(t *testing.T, server *httptest.Server) func() response {
 	return func() response {
 		t.Helper()
 		reply, err := server.Client().Get(server.URL)

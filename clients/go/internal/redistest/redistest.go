@@ -282,6 +282,27 @@ func StartCluster(t testing.TB, module bool) []*Server {
 	return nodes
 }
 
+// Owner is the node of nodes (a cluster's) that serves key's slot, as
+// CLUSTER SLOTS says.
+func Owner(t testing.TB, nodes []*Server, key string) *Server {
+	t.Helper()
+	slot := nodes[0].Do("CLUSTER", "KEYSLOT", key).(int64)
+	for _, r := range nodes[0].Do("CLUSTER", "SLOTS").([]any) {
+		slots := r.([]any)
+		first, last, primary := slots[0].(int64), slots[1].(int64), slots[2].([]any)
+		if slot < first || slot > last {
+			continue
+		}
+		for _, node := range nodes {
+			if int64(node.Port) == primary[1].(int64) {
+				return node
+			}
+		}
+	}
+	t.Fatalf("no node serves %s (slot %d)", key, slot)
+	return nil
+}
+
 // ClusterClient is a go-redis cluster client of nodes, closed when the
 // test ends.
 func ClusterClient(t testing.TB, nodes []*Server) *redis.ClusterClient {
