@@ -61,11 +61,18 @@ type Server struct {
 // or without it, with extra arguments, and stops it when the test ends.
 func Start(t testing.TB, module bool, encoding string, extra ...string) *Server {
 	t.Helper()
+	return startWith(t, module, encoding, func() []string { return extra })
+}
+
+// startWith is Start with the extra arguments of each attempt from extra,
+// which may pick ports of its own (anew for each attempt).
+func startWith(t testing.TB, module bool, encoding string, extra func() []string) *Server {
+	t.Helper()
 	// A port found free may be taken by another test's server before this
 	// one binds it: then this one exits, or the PING reaches the other,
-	// which its process id tells. Either way, another port.
+	// which its process id tells. Either way, other ports (a cluster node's bus port too).
 	for attempt := 1; ; attempt++ {
-		s, err := start(t, module, encoding, extra)
+		s, err := start(t, module, encoding, extra())
 		if err == nil {
 			return s
 		}
@@ -257,8 +264,10 @@ func StartCluster(t testing.TB, module bool) []*Server {
 	nodes := make([]*Server, 3)
 	addrs := make([]string, 3)
 	for i := range nodes {
-		nodes[i] = Start(t, module, "compact", "--cluster-enabled", "yes",
-			"--cluster-node-timeout", "5000", "--cluster-port", strconv.Itoa(FreePort(t)))
+		nodes[i] = startWith(t, module, "compact", func() []string {
+			return []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
+				"--cluster-port", strconv.Itoa(FreePort(t))}
+		})
 		addrs[i] = nodes[i].Addr()
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
