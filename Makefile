@@ -17,6 +17,8 @@
 #            axum against the bare app and tower_governor, then the Go
 #            ulule/limiter store against ulule's own Redis store
 # make lint  rustfmt and clippy, as CI checks them
+# make library  scripts/swl.lua built anew from its modules in lua/
+#            (scripts/build-library.sh); commit both
 # make dist  every file of a release into dist/ (scripts/dist.sh): the
 #            module for Linux x86_64 and aarch64, glibc 2.17+ and musl, the
 #            function library, the Python, Node and Rust packages, SHA256SUMS
@@ -32,7 +34,7 @@ CARGO ?= cargo
 # (make test's, which tests/docs.rs serves with make serve).
 MODULE := $(abspath $(or $(SWL_MODULE),target/release/libredis_swl.so))
 
-.PHONY: setup build run serve test bench lint module dist dist-test
+.PHONY: setup build run serve test bench lint module library dist dist-test
 
 setup:
 	@bash scripts/setup.sh
@@ -52,6 +54,11 @@ run: build
 serve:
 	mkdir -p $(RUN_DIR)
 	exec redis-server --port $(PORT) --bind $(BIND) --save '' --dir $(abspath $(RUN_DIR)) --loadmodule $(MODULE) $(ARGS)
+
+# The function library from its modules (tests/library.rs checks that the
+# committed scripts/swl.lua is this build).
+library:
+	bash scripts/build-library.sh
 
 # The tests load the module as releases ship it.
 test: MODULE = $(RELEASE_MODULE)

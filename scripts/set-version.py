@@ -55,8 +55,11 @@ def main():
         rewrite(path, lambda text: re.sub(
             rf'^(\s*(?:name = "{name}"|"name": "{name}",)\n\s*(?:version = "|"version": "))[^"]*',
             lambda m: m.group(1) + version, text, flags=re.M))
-    rewrite("scripts/swl.lua", lambda text: re.sub(
-        r"^local VERSION = '[^']*'$", f"local VERSION = '{version}'", text, flags=re.M))
+    # The library's module and the library built from it (scripts/build-library.sh
+    # would write the same line).
+    for library in ("lua/lib.lua", "scripts/swl.lua"):
+        rewrite(library, lambda text: re.sub(
+            r"^local VERSION = '[^']*'$", f"local VERSION = '{version}'", text, flags=re.M))
     for page in pages():
         rewrite(page, lambda text: re.sub(
             r'(redis-swl-client = \{ version = ")[^"]*', lambda m: m.group(1) + major_minor,

@@ -24,6 +24,24 @@ random 14-digit numbers). It is slower: see "Choosing" in the README.
 -- (docs/encodings.md).
 local ENCODING = 'compact'
 
+--[[ ======== error: lua/error.lua (mirrors src/error.rs) ======== ]]
+
+-- The error replies, as src/error.rs writes them (tests/library.rs
+-- compares the two).
+local ERR_WINDOW = 'ERR window_ms must be an integer from 1 to 9007199254740991'
+local ERR_LIMIT = 'ERR limit must be an integer from 0 to 9007199254740991'
+local ERR_NOW = 'ERR now_ms must be an integer from 0 to 9007199254740991, or *'
+local ERR_COST = 'ERR cost must be an integer from 1 to 100000'
+local ERR_WINDOWS = 'ERR too many windows: at most 100 per call'
+local ERR_SYNTAX = 'ERR syntax error'
+local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local ERR_ONE_KEY = 'ERR the function takes exactly one key'
+
+--[[ ======== prelude: lua/prelude.lua ======== ]]
+
+-- What every module uses: limits, the bound globals, number texts, the
+-- search, and how strings are sized. Its locals are the main chunk's.
+
 local MAX_MS = 9007199254740991
 local MAX_COST = 100000
 -- Windows per call, the first one included (the module's MAX_WINDOWS).
@@ -33,15 +51,6 @@ local NEVER_MS = 18014398509481984
 local TWO_32 = 4294967296
 -- The high half of 2^53, the first value past MAX_MS + 1.
 local HIGH_OF_2_53 = 2097152
-
-local ERR_WINDOW = 'ERR window_ms must be an integer from 1 to 9007199254740991'
-local ERR_LIMIT = 'ERR limit must be an integer from 0 to 9007199254740991'
-local ERR_NOW = 'ERR now_ms must be an integer from 0 to 9007199254740991, or *'
-local ERR_COST = 'ERR cost must be an integer from 1 to 100000'
-local ERR_WINDOWS = 'ERR too many windows: at most 100 per call'
-local ERR_SYNTAX = 'ERR syntax error'
-local ERR_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-local ERR_ONE_KEY = 'ERR the function takes exactly one key'
 
 -- Redis's and Lua's functions that calls use most, as locals: a global's
 -- field costs about 300 instructions a use, a local 40. A library
@@ -59,6 +68,93 @@ end
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
   error("ENCODING must be 'zset', 'compact' or 'compact1'")
 end
+
+-- Exact for every integer a score holds. Whole numbers go through the
+-- integer format, several times cheaper than the floating-point one, and
+-- cheaper than passing a number to redis.call, which Redis formats as a
+-- double.
+local function whole_text(x)
+  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string_format('%d', x) end
+  return string_format('%.0f', x)
+end
+
+-- The texts of numbers that recur from call to call: offsets and ranks
+-- in a log, and times, which the calls of one millisecond share (a busy
+-- server's usual case), each made once. At most TEXTS_AT_MOST are kept,
+-- all dropped when that is reached. Numbers here are never NaN.
+local TEXTS_AT_MOST = 1024
+local texts, above_texts, texts_kept = {}, {}, 0
+
+-- Counts one more text about to be kept, all dropped first where
+-- TEXTS_AT_MOST are.
+local function room_for_text()
+  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
+  texts_kept = texts_kept + 1
+end
+
+local function num(x)
+  local text = texts[x]
+  if text then return text end
+  text = whole_text(x)
+  room_for_text()
+  texts[x] = text
+  return text
+end
+
+-- An exclusive lower bound of a score range: '(' and num(x).
+local function above(x)
+  local text = above_texts[x]
+  if text then return text end
+  text = '(' .. num(x)
+  room_for_text()
+  above_texts[x] = text
+  return text
+end
+
+-- The first index in 0..len-1 where is_before turns false (len if none),
+-- assuming it holds on a prefix.
+local function partition_point(len, is_before)
+  local low, high = 0, len
+  while low < high do
+    local mid = low + math.floor((high - low) / 2)
+    if is_before(mid) then low = mid + 1 else high = mid end
+  end
+  return low
+end
+
+-- A value of at most READ_WHOLE_AT_MOST bytes is read whole, in one
+-- GETRANGE; READ_WHOLE_LAST is the offset of its last byte as GETRANGE
+-- takes it.
+local READ_WHOLE_AT_MOST = 1024
+local READ_WHOLE_LAST = '1023'
+-- Whether the call made or decoded more than COLLECT_AFTER_BYTES of a
+-- value: its garbage is collected when the call ends (see
+-- commands.closing).
+local made_large = false
+local COLLECT_AFTER_BYTES = 262144
+-- The parses kept of values that calls left as they found them, at most.
+local LAYOUTS_AT_MOST = 64
+
+-- jemalloc's size class for n bytes: multiples of 16 up to 128, then four
+-- evenly spaced classes per power of two. (n + -n % m rounds n up to a
+-- multiple of m, in arithmetic rather than calls of math.ceil: this runs
+-- as every new log is made.)
+local function size_class(n)
+  if n <= 128 then return n + -n % 16 end
+  local power = 1
+  while power < n do power = power * 2 end
+  return n + -n % (power / 8)
+end
+
+-- The string header (3, 5 or 9 bytes by length) and its NUL.
+local function string_overhead(len)
+  if len <= 255 then return 4 elseif len <= 65535 then return 6 end
+  return 10
+end
+
+--[[ ======== request: lua/request.lua (mirrors src/request.rs) ======== ]]
+
+local request = (function()
 
 -- A plain decimal integer: digits only, no sign, spaces or leading zeros;
 -- false for anything else. Longer than 16 digits is out of range anyway.
@@ -160,58 +256,154 @@ local function parse(args, command)
   return windows, now, cost or 1, penalize, oldest
 end
 
--- Exact for every integer a score holds. Whole numbers go through the
--- integer format, several times cheaper than the floating-point one, and
--- cheaper than passing a number to redis.call, which Redis formats as a
--- double.
-local function whole_text(x)
-  if x % 1 == 0 and x > -2 ^ 62 and x < 2 ^ 62 then return string_format('%d', x) end
-  return string_format('%.0f', x)
-end
+return { integer_of = integer_of, parse_window = parse_window, parse = parse }
+end)()
 
--- The texts of numbers that recur from call to call: offsets and ranks
--- in a log, and times, which the calls of one millisecond share (a busy
--- server's usual case), each made once. At most TEXTS_AT_MOST are kept,
--- all dropped when that is reached. Numbers here are never NaN.
-local TEXTS_AT_MOST = 1024
-local texts, above_texts, texts_kept = {}, {}, 0
+--[[ ======== window: lua/window.lua (mirrors src/window.rs) ======== ]]
 
--- Counts one more text about to be kept, all dropped first where
--- TEXTS_AT_MOST are.
-local function room_for_text()
-  if texts_kept == TEXTS_AT_MOST then texts, above_texts, texts_kept = {}, {}, 0 end
-  texts_kept = texts_kept + 1
-end
+local window = (function()
+--[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
 
-local function num(x)
-  local text = texts[x]
-  if text then return text end
-  text = whole_text(x)
-  room_for_text()
-  texts[x] = text
-  return text
-end
-
--- An exclusive lower bound of a score range: '(' and num(x).
-local function above(x)
-  local text = above_texts[x]
-  if text then return text end
-  text = '(' .. num(x)
-  room_for_text()
-  above_texts[x] = text
-  return text
-end
-
--- The first index in 0..len-1 where is_before turns false (len if none),
--- assuming it holds on a prefix.
-local function partition_point(len, is_before)
-  local low, high = 0, len
-  while low < high do
-    local mid = low + math.floor((high - low) / 2)
-    if is_before(mid) then low = mid + 1 else high = mid end
+-- Each window's entries above its floor, in one table that every call
+-- fills afresh (as a log's state), and whether `cost` more fit in every
+-- window. (Loops here count windows rather than use ipairs, and compare
+-- rather than call math.max: these run on every call, where each
+-- function call shows.)
+local counted = {}
+local function counts(log, windows, now, cost)
+  local n, admits = #windows, true
+  for i = 1, n do
+    local w = windows[i]
+    local count = log:count_above(now - w.ms)
+    counted[i] = count
+    if count + cost > w.limit then admits = false end
   end
-  return low
+  -- An earlier call's windows past these are gone, so #counts is #windows.
+  if counted[n + 1] ~= nil then
+    for i = n + 1, #counted do counted[i] = nil end
+  end
+  return counted, admits
 end
+
+-- Each window's count after `recorded` entries at now (inside every window)
+-- and, with a cap, after only the newest `cap` entries were kept: in
+-- `counts`, which the caller no longer needs as it was.
+local function add_recorded(counts, recorded, cap)
+  for i = 1, #counts do
+    local n = counts[i] + recorded
+    if cap and n > cap then n = cap end
+    counts[i] = n
+  end
+  return counts
+end
+
+-- Milliseconds until an entry at `score` leaves a window of `ms` at `now`:
+-- ceil(score) + ms - now, exact while it stays within 2^53 (past that a
+-- double rounds it, where the module is exact), NEVER_MS for an entry that
+-- never leaves (+inf written by another tool).
+local function ms_until_left(score, ms, now)
+  if score % 1 ~= 0 then score = math.ceil(score) end
+  local wait = (score - now) + ms
+  if wait ~= wait or wait <= 0 then return 0 end
+  if wait > NEVER_MS then return NEVER_MS end
+  return wait
+end
+
+-- When `cost` more units fit: once the (limit - cost + 1)-th newest entry
+-- leaves the window; and that entry's score, where one was read.
+local function retry_after(log, len, w, now, cost)
+  if cost > w.limit then return -1 end
+  local score = log:score_at(len - (w.limit - cost + 1))
+  if not score then return 1 end
+  local wait = ms_until_left(score, w.ms, now)
+  return wait > 1 and wait or 1, score
+end
+
+-- -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
+local function waits_longer(retry, than)
+  if than == -1 then return false end
+  if retry == -1 then return true end
+  return retry > than
+end
+
+-- exactly_longer and what only it uses, kept to a block (a Lua chunk
+-- has at most 200 locals).
+local exactly_longer
+do
+
+-- Whether the wait for an entry at `score` to leave a window of `ms` at
+-- `now` reaches NEVER_MS, where the module stops counting: a score from
+-- 2^60 on, or ceil(score) + ms - now >= 2^54, compared by the sign of
+-- (score - 2^54) + (ms - now), both parts exact where it matters (below
+-- 2^53 no score gets there).
+local TWO_53, TWO_60 = 9007199254740992, 1152921504606846976
+local function never_leaves(score, ms, now)
+  score = math.ceil(score)
+  return score >= TWO_60 or (score >= TWO_53 and (score - NEVER_MS) + (ms - now) >= 0)
+end
+
+-- Whether the wait for an entry at `score` to leave a window of `ms` is
+-- longer than for one at `than_score` and `than_ms`, where both waits
+-- rounded to the same double past 2^53 (the module compares them exactly,
+-- so the same window binds): ceil(s) + ms - now, capped at NEVER_MS as the
+-- module caps it, compared by the sign of the difference, whose two parts
+-- are exact.
+exactly_longer = function(score, ms, than_score, than_ms, now)
+  if never_leaves(than_score, than_ms, now) then return false end
+  if never_leaves(score, ms, now) then return true end
+  return (math.ceil(score) - math.ceil(than_score)) + (ms - than_ms) > 0
+end
+end
+
+-- The reply, from each window's count after the call and the log as it
+-- stands; `pending` counts `cost` entries at `now` as recorded without
+-- their being in the log (SWL.PEEK of an admit).
+local function verdict(log, windows, counts, now, cost, allowed, pending)
+  -- The window that binds: admitted, the one with the fewest units left;
+  -- denied, the longest wait among those the cost does not fit. Only its
+  -- reply is made.
+  local bound, bound_left, bound_retry, bound_score, len
+  for i = 1, #windows do
+    local w, count = windows[i], counts[i]
+    local limit = w.limit
+    local left = count < limit and limit - count or 0
+    if allowed then
+      if not bound or left < bound_left then bound, bound_left = i, left end
+    elseif count + cost > limit then
+      len = len or log:len()
+      local retry, score = retry_after(log, len, w, now, cost)
+      if not bound or waits_longer(retry, bound_retry)
+          or (retry == bound_retry and retry > MAX_MS
+            and exactly_longer(score, w.ms, bound_score, windows[bound].ms, now)) then
+        bound, bound_left, bound_retry, bound_score = i, left, retry, score
+      end
+    end
+  end
+  if not bound then
+    -- A denial that no window explains any more (a penalty cap shrank the
+    -- log): the first window describes it, and the client may retry.
+    bound, bound_retry = 1, 1
+    local left = windows[1].limit - counts[1]
+    bound_left = left > 0 and left or 0
+  end
+  local wide = windows.widest
+  -- An admitted check has just recorded entries at now.
+  local newest = log:newest(allowed and not pending and now or nil)
+  if newest and not (newest > now - wide.ms) then newest = nil end
+  -- An admitted check's entries at now count, also where another writer
+  -- damaged the log's ends (as in the module).
+  if allowed and not (newest and newest > now) then newest = now end
+  local w = windows[bound]
+  return { allowed and 1 or 0, w.limit, bound_left, allowed and -1 or bound_retry,
+    newest and ms_until_left(newest, wide.ms, now) or 0, w.ms }
+end
+
+return { counts = counts, add_recorded = add_recorded, ms_until_left = ms_until_left, verdict = verdict }
+end)()
+
+--[[ ======== zset: lua/zset.lua (mirrors src/redis/zset.rs) ======== ]]
+
+local zset = (function()
 
 --[[ The log as a sorted set: one member per entry, scored by its time. ]]
 
@@ -241,10 +433,6 @@ local function add_members(key, at, count, member)
   end
 end
 
--- The log in a sorted set (zset_log, below): its state and methods are
--- kept to this block (a main chunk holds at most 200 locals).
-local zset_log
-do
 
 -- The newest entries up to this many are read in one ZRANGE (a denial's
 -- wait and its reset, then one read). Each score read costs Redis a
@@ -270,7 +458,7 @@ local z_key, z_first_member, z_trimmed_to, z_card, z_tail_from, z_tail, z_newest
 -- The log in `key`, where a call adds members from `first_member`;
 -- `trimmed_to`, when given, is a floor the caller has
 -- already trimmed it to.
-function zset_log(key, first_member, trimmed_to)
+local function zset_log(key, first_member, trimmed_to)
   z_key, z_first_member, z_trimmed_to = key, first_member, trimmed_to or false
   z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false
   return Zset
@@ -379,7 +567,13 @@ function Zset:entries()
   end
   return times
 end
-end
+
+return { log = zset_log }
+end)()
+
+--[[ ======== compact: lua/compact.lua (mirrors src/compact.rs) ======== ]]
+
+local compact = (function()
 
 --[[ The compact log: a string of fixed-width slots, byte for byte as the
 module's src/compact.rs reads and writes it (its header comment has the
@@ -401,9 +595,6 @@ local HEAD_AT_TEXT = '16'
 -- How far below its oldest entry a value made from times is based (the
 -- module's ROOM_BELOW_MS).
 local ROOM_BELOW_MS = 60000
-local READ_WHOLE_AT_MOST = 1024
--- The offset of the last byte a whole read reads, as GETRANGE takes it.
-local READ_WHOLE_LAST = '1023'
 -- Slots are read in blocks of this many: a binary search's last steps
 -- fall in one block, and its first ones in blocks other searches read.
 local BLOCK_SLOTS = 64
@@ -465,23 +656,6 @@ local function encode_slots(times, first, last, base, width, out)
     out[#out + 1] = struct_pack('<' .. string.rep('I4', #values), unpack(values))
     at = at + n
   end
-end
-
--- jemalloc's size class for n bytes: multiples of 16 up to 128, then four
--- evenly spaced classes per power of two. (n + -n % m rounds n up to a
--- multiple of m, in arithmetic rather than calls of math.ceil: this runs
--- as every new log is made.)
-local function size_class(n)
-  if n <= 128 then return n + -n % 16 end
-  local power = 1
-  while power < n do power = power * 2 end
-  return n + -n % (power / 8)
-end
-
--- The string header (3, 5 or 9 bytes by length) and its NUL.
-local function string_overhead(len)
-  if len <= 255 then return 4 elseif len <= 65535 then return 6 end
-  return 10
 end
 
 -- The number of slots, at least `wanted`, whose value fills the memory
@@ -548,10 +722,6 @@ local Compact = {}
 local c_key, c_exists, c_size, c_whole, c_header, c_blocks, c_parsed, c_valid
 local c_width, c_base, c_head, c_capacity, c_stop, c_oldest_time, c_newest_time
 local c_head_pending, c_damaged, c_trimmed_to
--- Whether the call made or decoded more than COLLECT_AFTER_BYTES of a
--- value: its garbage is collected when the call ends (see closing).
-local c_made_large = false
-local COLLECT_AFTER_BYTES = 262144
 -- An offset of the value at hand from which every byte is known to be
 -- zero, where a search or a write showed it.
 local c_zero_from
@@ -561,7 +731,6 @@ local c_zero_from
 -- to try again, finds the same bytes, and parsing depends on nothing
 -- else. Values read whole only; at most LAYOUTS_AT_MOST, all dropped when
 -- that is reached.
-local LAYOUTS_AT_MOST = 64
 local layouts, layouts_kept = {}, 0
 -- The value as the call read it, where it was read whole.
 local c_opened
@@ -726,7 +895,7 @@ end
 -- The whole value written, keeping the key's expiry; a pending head goes
 -- with it.
 function Compact:set_whole(value)
-  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
+  if #value > COLLECT_AFTER_BYTES then made_large = true end
   c_head_pending = false
   redis_call('SET', c_key, value, 'KEEPTTL')
   c_exists = true
@@ -907,7 +1076,7 @@ function Compact:entries_from(head)
   local width, stop = c_width, c_stop
   local bytes = self:read(HEADER_LEN + head * width, (c_capacity - head) * width)
   -- A decoded slot costs Lua a table entry and more: some 16 bytes a byte.
-  if #bytes * 16 > COLLECT_AFTER_BYTES then c_made_large = true end
+  if #bytes * 16 > COLLECT_AFTER_BYTES then made_large = true end
   local stored = decode_slots(bytes, width, stop - head)
   local times, base = {}, c_base
   for i, value in ipairs(stored) do
@@ -1154,6 +1323,19 @@ function Compact:entries()
   return self:entries_from(c_head)
 end
 
+return {
+  log = compact_log,
+  methods = Compact,
+  -- Whether the key of the log open holds one.
+  exists = function() return c_exists end,
+  -- Drops what the call read (see commands.released).
+  release = function() c_whole, c_header, c_blocks, c_opened = false, false, false, false end,
+}
+end)()
+
+--[[ ======== packed: lua/packed.lua (mirrors src/packed.rs) ======== ]]
+
+local packed = (function()
 --[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
 times in Elias-Fano blocks of 256 bytes. Read and written with the
 module's exact bytes. A block is read once per call, as a table of its
@@ -1164,7 +1346,6 @@ each call, lookup and table shows at this rate. ]]
 -- on one (packed.check_one), and what a call read of one, dropped when it
 -- ends (packed.release): their locals are kept to this block.
 local packed = {}
-do
 
 
 local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
@@ -1681,7 +1862,7 @@ local function p_encode(runs, before, spread, to_tail, after)
     blocks[#blocks + 1] = b
   end
   -- A block under construction is a table of 256 numbers, some 4 KB.
-  if #blocks > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+  if #blocks > P_COLLECT_AFTER_BLOCKS then made_large = true end
   return blocks
 end
 
@@ -1981,7 +2162,7 @@ end
 
 -- The whole value written anew, keeping the key's expiry, and parsed.
 local function p_store(value)
-  if #value > COLLECT_AFTER_BYTES then c_made_large = true end
+  if #value > COLLECT_AFTER_BYTES then made_large = true end
   p_head_pending, p_start, p_region = false, false, false
   redis_call('SET', p_key, value, 'KEEPTTL')
   p_exists, p_value, p_len = true, value, #value
@@ -2230,7 +2411,7 @@ local function p_insert(at, count)
   if tail > last + 1 then
     local whole = p_read(P_HEADER + (last + 1) * P_BLOCK, (tail - last - 1) * P_BLOCK)
     -- Each block moved makes three strings of its size.
-    if tail - last > P_COLLECT_AFTER_BLOCKS then c_made_large = true end
+    if tail - last > P_COLLECT_AFTER_BLOCKS then made_large = true end
     for i = 0, tail - last - 2 do
       middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
     end
@@ -2671,143 +2852,21 @@ packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
   packed.block.t, packed.block.s = false, false
 end
-end
 
---[[ The decision, the same for both encodings: src/window.rs in Lua. ]]
+return packed
+end)()
 
--- Each window's entries above its floor, in one table that every call
--- fills afresh (as a log's state), and whether `cost` more fit in every
--- window. (Loops here count windows rather than use ipairs, and compare
--- rather than call math.max: these run on every call, where each
--- function call shows.)
-local counted = {}
-local function counts(log, windows, now, cost)
-  local n, admits = #windows, true
-  for i = 1, n do
-    local w = windows[i]
-    local count = log:count_above(now - w.ms)
-    counted[i] = count
-    if count + cost > w.limit then admits = false end
-  end
-  -- An earlier call's windows past these are gone, so #counts is #windows.
-  if counted[n + 1] ~= nil then
-    for i = n + 1, #counted do counted[i] = nil end
-  end
-  return counted, admits
-end
+--[[ ======== commands: lua/commands.lua (mirrors src/commands.rs) ======== ]]
 
--- Each window's count after `recorded` entries at now (inside every window)
--- and, with a cap, after only the newest `cap` entries were kept: in
--- `counts`, which the caller no longer needs as it was.
-local function add_recorded(counts, recorded, cap)
-  for i = 1, #counts do
-    local n = counts[i] + recorded
-    if cap and n > cap then n = cap end
-    counts[i] = n
-  end
-  return counts
-end
+local commands = (function()
+-- SWL.CHECK, SWL.PEEK, SWL.REFUND and SWL.ENTRIES: parse, open, decide,
+-- apply, reply, as src/commands.rs; each call's clock and the release of
+-- what it read.
 
--- Milliseconds until an entry at `score` leaves a window of `ms` at `now`:
--- ceil(score) + ms - now, exact while it stays within 2^53 (past that a
--- double rounds it, where the module is exact), NEVER_MS for an entry that
--- never leaves (+inf written by another tool).
-local function ms_until_left(score, ms, now)
-  if score % 1 ~= 0 then score = math.ceil(score) end
-  local wait = (score - now) + ms
-  if wait ~= wait or wait <= 0 then return 0 end
-  if wait > NEVER_MS then return NEVER_MS end
-  return wait
-end
-
--- When `cost` more units fit: once the (limit - cost + 1)-th newest entry
--- leaves the window; and that entry's score, where one was read.
-local function retry_after(log, len, w, now, cost)
-  if cost > w.limit then return -1 end
-  local score = log:score_at(len - (w.limit - cost + 1))
-  if not score then return 1 end
-  local wait = ms_until_left(score, w.ms, now)
-  return wait > 1 and wait or 1, score
-end
-
--- -1 (waiting cannot help) outranks any wait; otherwise the longer wait.
-local function waits_longer(retry, than)
-  if than == -1 then return false end
-  if retry == -1 then return true end
-  return retry > than
-end
-
--- exactly_longer and what only it uses, kept to a block (a Lua chunk
--- has at most 200 locals).
-local exactly_longer
-do
-
--- Whether the wait for an entry at `score` to leave a window of `ms` at
--- `now` reaches NEVER_MS, where the module stops counting: a score from
--- 2^60 on, or ceil(score) + ms - now >= 2^54, compared by the sign of
--- (score - 2^54) + (ms - now), both parts exact where it matters (below
--- 2^53 no score gets there).
-local TWO_53, TWO_60 = 9007199254740992, 1152921504606846976
-local function never_leaves(score, ms, now)
-  score = math.ceil(score)
-  return score >= TWO_60 or (score >= TWO_53 and (score - NEVER_MS) + (ms - now) >= 0)
-end
-
--- Whether the wait for an entry at `score` to leave a window of `ms` is
--- longer than for one at `than_score` and `than_ms`, where both waits
--- rounded to the same double past 2^53 (the module compares them exactly,
--- so the same window binds): ceil(s) + ms - now, capped at NEVER_MS as the
--- module caps it, compared by the sign of the difference, whose two parts
--- are exact.
-exactly_longer = function(score, ms, than_score, than_ms, now)
-  if never_leaves(than_score, than_ms, now) then return false end
-  if never_leaves(score, ms, now) then return true end
-  return (math.ceil(score) - math.ceil(than_score)) + (ms - than_ms) > 0
-end
-end
-
--- The reply, from each window's count after the call and the log as it
--- stands; `pending` counts `cost` entries at `now` as recorded without
--- their being in the log (SWL.PEEK of an admit).
-local function verdict(log, windows, counts, now, cost, allowed, pending)
-  -- The window that binds: admitted, the one with the fewest units left;
-  -- denied, the longest wait among those the cost does not fit. Only its
-  -- reply is made.
-  local bound, bound_left, bound_retry, bound_score, len
-  for i = 1, #windows do
-    local w, count = windows[i], counts[i]
-    local limit = w.limit
-    local left = count < limit and limit - count or 0
-    if allowed then
-      if not bound or left < bound_left then bound, bound_left = i, left end
-    elseif count + cost > limit then
-      len = len or log:len()
-      local retry, score = retry_after(log, len, w, now, cost)
-      if not bound or waits_longer(retry, bound_retry)
-          or (retry == bound_retry and retry > MAX_MS
-            and exactly_longer(score, w.ms, bound_score, windows[bound].ms, now)) then
-        bound, bound_left, bound_retry, bound_score = i, left, retry, score
-      end
-    end
-  end
-  if not bound then
-    -- A denial that no window explains any more (a penalty cap shrank the
-    -- log): the first window describes it, and the client may retry.
-    bound, bound_retry = 1, 1
-    local left = windows[1].limit - counts[1]
-    bound_left = left > 0 and left or 0
-  end
-  local wide = windows.widest
-  -- An admitted check has just recorded entries at now.
-  local newest = log:newest(allowed and not pending and now or nil)
-  if newest and not (newest > now - wide.ms) then newest = nil end
-  -- An admitted check's entries at now count, also where another writer
-  -- damaged the log's ends (as in the module).
-  if allowed and not (newest and newest > now) then newest = now end
-  local w = windows[bound]
-  return { allowed and 1 or 0, w.limit, bound_left, allowed and -1 or bound_retry,
-    newest and ms_until_left(newest, wide.ms, now) or 0, w.ms }
-end
+local integer_of, parse_window, parse = request.integer_of, request.parse_window, request.parse
+local counts, add_recorded, verdict = window.counts, window.add_recorded, window.verdict
+local ms_until_left = window.ms_until_left
+local zset_log, compact_log = zset.log, compact.log
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
@@ -2973,7 +3032,7 @@ local function swl_check(keys, args, clock_ms, seconds, micros, start)
     -- A compact log this call emptied is recorded into as a new one: in
     -- the format version the setting names, as the module makes it (under
     -- compact1 never a version 0.3 cannot read).
-    if (log == Compact and not c_exists) or (log == packed.methods and not packed.exists()) then
+    if (log == compact.methods and not compact.exists()) or (log == packed.methods and not packed.exists()) then
       if not log:finish() then return redis.error_reply(ERR_WRONGTYPE) end
       if ENCODING == 'compact1' then log = compact_log(key, false) else log = packed.log(key, false) end
     end
@@ -3075,10 +3134,10 @@ end
 -- once collected: Redis steps the Lua collector only every so many calls,
 -- which would leave it to later, small calls.
 local function released(reply)
-  c_whole, c_header, c_blocks, c_opened = false, false, false, false
+  compact.release()
   packed.release()
-  if c_made_large then
-    c_made_large = false
+  if made_large then
+    made_large = false
     collectgarbage('collect')
   end
   return reply
@@ -3091,6 +3150,7 @@ local function closing(callback)
     return released(callback(keys, args))
   end
 end
+
 
 swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), closing(swl_entries)
 -- The usual check is answered first, with nothing to release after it
@@ -3108,11 +3168,18 @@ swl_check = function(keys, args)
   end
   return released(general_check(keys, args, clock_ms, seconds, micros, start))
 end
-redis.register_function { function_name = 'swl_check', callback = swl_check }
-redis.register_function { function_name = 'swl_peek', callback = swl_peek, flags = { 'no-writes' } }
+
+return { check = swl_check, peek = swl_peek, refund = swl_refund, entries = swl_entries }
+end)()
+
+--[[ ======== lib: lua/lib.lua (mirrors src/lib.rs) ======== ]]
+
+-- The functions, as src/lib.rs registers the commands.
+redis.register_function { function_name = 'swl_check', callback = commands.check }
+redis.register_function { function_name = 'swl_peek', callback = commands.peek, flags = { 'no-writes' } }
 -- A refund only frees memory, so it runs when the server is out of it.
-redis.register_function { function_name = 'swl_refund', callback = swl_refund, flags = { 'allow-oom' } }
-redis.register_function { function_name = 'swl_entries', callback = swl_entries, flags = { 'no-writes' } }
+redis.register_function { function_name = 'swl_refund', callback = commands.refund, flags = { 'allow-oom' } }
+redis.register_function { function_name = 'swl_entries', callback = commands.entries, flags = { 'no-writes' } }
 -- The release this library is part of (Cargo.toml's version): FCALL_RO swl_version 0.
 local VERSION = '0.4.0'
 redis.register_function { function_name = 'swl_version', callback = function() return VERSION end, flags = { 'no-writes' } }

@@ -1,0 +1,1518 @@
+--[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
+times in Elias-Fano blocks of 256 bytes. Read and written with the
+module's exact bytes. A block is read once per call, as a table of its
+bytes (one string.byte), and scanned with table lookups rather than calls:
+each call, lookup and table shows at this rate. ]]
+
+-- The packed log in a key (packed.log, see open_packed), the usual check
+-- on one (packed.check_one), and what a call read of one, dropped when it
+-- ends (packed.release): their locals are kept to this block.
+local packed = {}
+
+
+local P_HEADER, P_BLOCK, P_MIN_EXTENT, P_MIN_LEN = 24, 256, 32, 56
+local P_MAX_L, P_MAX_N = 52, 65535
+-- The entries a whole block can hold: one high bit each, no low bits.
+local P_MOST_PER_BLOCK = (P_BLOCK - 16) * 8
+-- The blocks after the one a time goes into that are coded anew with it,
+-- while they hold at most 1,024 entries with it (the module's
+-- RECODED_AFTER_AT_MOST and RECODED_ENTRIES_AT_MOST).
+local P_RECODED_AFTER_AT_MOST = 4
+-- Block tables a call may make or read before its garbage is collected
+-- when it ends (see closing).
+local P_COLLECT_AFTER_BLOCKS = 8
+local TWO_31 = 2147483648
+-- Per byte: its set bits, its zero bits, and at NTH_ONE[8 * byte + r]
+-- the position of its r-th set bit (from 0, least significant first): the
+-- scans of the high bits go a byte at a time, and take the last byte in
+-- one lookup rather than bit by bit.
+local POW2, POPCOUNT, ZEROS, NTH_ONE = {}, {}, {}, {}
+for i = 0, 64 do POW2[i] = 2 ^ i end
+for b = 0, 255 do
+  local c, x = 0, b
+  for bit = 0, 7 do
+    if x % 2 == 1 then NTH_ONE[8 * b + c], c = bit, c + 1 end
+    x = (x - x % 2) / 2
+  end
+  POPCOUNT[b], ZEROS[b] = c, 8 - c
+end
+
+local function ceil8(x) return (x + 7 - (x + 7) % 8) / 8 end
+
+-- The bytes a block of `n` entries takes, its last with high part `top`.
+local function used_bytes(n, l, top) return 16 + ceil8(n * l) + ceil8(top + n) end
+
+-- floor(log2(x)) for x >= 1 (0 for less), at most P_MAX_L: x is
+-- m * 2^e with 1/2 <= m < 1, exactly for integers below 2^53.
+local function floor_log2(x)
+  if x < 2 then return 0 end
+  local _, e = math.frexp(x)
+  if e - 1 > P_MAX_L then return P_MAX_L end
+  return e - 1
+end
+
+-- The length, at least `len`, of a value filling its allocation (the
+-- module's filling_allocation).
+local function filling_allocation(len)
+  local block = size_class(len + string_overhead(len))
+  for _, overhead in ipairs({ 4, 6, 10 }) do
+    local usable = block - overhead
+    if string_overhead(usable) + usable <= block then
+      return usable > len and usable or len
+    end
+  end
+  return len
+end
+
+-- A new value's length for `needed` bytes: an eighth more, filling its
+-- allocation.
+local function p_sized(needed)
+  local len = needed + (needed - needed % 8) / 8
+  return filling_allocation(len > P_MIN_LEN and len or P_MIN_LEN)
+end
+
+-- The blocks a value of `len` bytes (at least P_HEADER) has room for: a
+-- last one shorter than P_MIN_EXTENT is none.
+local function p_blocks_in(len)
+  local rest = (len - P_HEADER) % P_BLOCK
+  return (len - P_HEADER - rest) / P_BLOCK + (rest >= P_MIN_EXTENT and 1 or 0)
+end
+
+-- The extent of block `index` in a value of `len` bytes: its 0-based start
+-- and its length.
+local function p_extent(len, index)
+  local start = P_HEADER + index * P_BLOCK
+  if start > len then start = len end
+  local stop = start + P_BLOCK
+  if stop > len then stop = len end
+  return start, stop - start
+end
+
+-- A block as a table: its bytes t[1..e] and its fields; in `into` where
+-- given (a table a call reuses rather than makes).
+local function p_block(bytes, from, to, into)
+  local t = { string_byte(bytes, from or 1, to or -1) }
+  local l = t[8]
+  -- (t[8] itself is what validation checks against P_MAX_L.)
+  if l > 63 then l = 63 end
+  local first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
+    + t[6] * 1099511627776 + t[7] * 281474976710656
+  local before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216
+  local n, top = t[13] + t[14] * 256, t[15] + t[16] * 256
+  if into then
+    into.t, into.e, into.s, into.first, into.l = t, #t, not from and bytes, first, l
+    into.before, into.n, into.top = before, n, top
+    return into
+  end
+  return { t = t, e = #t, s = not from and bytes, first = first, l = l, before = before, n = n, top = top }
+end
+
+-- Entry i's low part.
+local function p_low(b, i)
+  local l = b.l
+  if l == 0 then return 0 end
+  local t, p = b.t, i * l
+  local shift = p % 8
+  local k = 17 + (p - shift) / 8
+  local byte = t[k] or 0
+  local scale = POW2[shift]
+  if shift + l <= 8 then return (byte - byte % scale) / scale % POW2[l] end
+  if shift + l <= 32 then
+    -- Within four bytes: read them as one number.
+    local x = byte + (t[k + 1] or 0) * 256 + (t[k + 2] or 0) * 65536 + (t[k + 3] or 0) * 16777216
+    return (x - x % scale) / scale % POW2[l]
+  end
+  local value = (byte - byte % scale) / scale
+  local done = 8 - shift
+  while done < l do
+    k = k + 1
+    byte = t[k] or 0
+    local need = l - done
+    if need < 8 then byte = byte % POW2[need] end
+    value = value + byte * POW2[done]
+    done = done + 8
+  end
+  return value
+end
+
+-- Bit j of the high bit vector (byte k of it is the k-th from the
+-- block's end; past the payload, 0).
+local function p_high_bit(b, j)
+  local r = j % 8
+  local k = (j - r) / 8
+  local byte = k < b.e - 16 and b.t[b.e - k] or 0
+  return (byte - byte % POW2[r]) / POW2[r] % 2 == 1
+end
+
+-- The position of entry i's high bit.
+local function p_select(b, i)
+  local t, e, seen = b.t, b.e, 0
+  for k = 0, e - 17 do
+    local byte = t[e - k]
+    local ones = POPCOUNT[byte]
+    if seen + ones > i then return k * 8 + NTH_ONE[8 * byte + i - seen] end
+    seen = seen + ones
+  end
+  return nil
+end
+
+-- first + high * 2^l + low, where that is a time.
+local function p_time_from(first, l, high, low)
+  local t = first + high * POW2[l] + low
+  if t > MAX_MS then return nil end
+  return t
+end
+
+local function p_time_of(b, i)
+  local j = p_select(b, i)
+  if not j or j < i then return nil end
+  return p_time_from(b.first, b.l, j - i, p_low(b, i))
+end
+
+-- Entries at or before `at` in the block.
+local function p_count_through_block(b, at)
+  local n = b.n
+  local v = at - b.first
+  if v < 0 then return 0 end
+  local l = b.l
+  local low_limit = v % POW2[l]
+  local h = (v - low_limit) / POW2[l]
+  if h > b.top then return n end
+  local ones, zeros, j = 0, 0, 0
+  if h > 0 then
+    -- The high bits a byte at a time from the block's end, counting zeros
+    -- (the fewest operations a byte: this is a count's inner loop).
+    local t, e, found = b.t, b.e, false
+    for x = e, 17, -1 do
+      local byte = t[x]
+      local byte_zeros = ZEROS[byte]
+      if zeros + byte_zeros < h then
+        zeros = zeros + byte_zeros
+      else
+        -- Past this byte's (h - zeros)-th zero: the ones before it are
+        -- the bits it passes less those zeros.
+        local need = h - zeros
+        local bit = NTH_ONE[8 * (255 - byte) + need - 1] + 1
+        ones = (e - x) * 8 - zeros + bit - need
+        j, found = (e - x) * 8 + bit, true
+        break
+      end
+    end
+    if not found then
+      ones = (e - 16) * 8 - zeros
+      return ones < n and ones or n
+    end
+  end
+  while ones < n and p_high_bit(b, j) and p_low(b, ones) <= low_limit do
+    ones, j = ones + 1, j + 1
+  end
+  return ones < n and ones or n
+end
+
+-- The newest entry's time, for a block at either end of the live range;
+-- nil where it does not hold the times it says (as the module's check_ends).
+local function p_check_ends(b)
+  local n, l, top, t, e = b.n, b.l, b.top, b.t, b.e
+  if n == 0 or t[8] > P_MAX_L or b.first > MAX_MS then return nil end
+  local low_bits, high_bits = n * l + 7, top + n + 7
+  if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > e then return nil end
+  -- The high bits of entry 0 (bit 0) and of entry n - 1 (bit top + n - 1).
+  if t[e] % 2 == 0 then return nil end
+  local j = top + n - 1
+  local r = j % 8
+  if t[e - (j - r) / 8] % POW2[r + 1] < POW2[r] then return nil end
+  local time = b.first + top
+  if l > 0 then
+    -- Entry 0's low field is zero: its first `l` bits, read as one number
+    -- where they lie in four bytes (a block has at least 32).
+    if l <= 32 then
+      if (t[17] + t[18] * 256 + t[19] * 65536 + t[20] * 16777216) % POW2[l] ~= 0 then return nil end
+    elseif p_low(b, 0) ~= 0 then
+      return nil
+    end
+    time = b.first + top * POW2[l] + p_low(b, n - 1)
+  end
+  if time > MAX_MS then return nil end
+  return time
+end
+
+-- Every entry's time appended to `into`, each bit checked; false where
+-- the block is not well formed.
+local function p_times(b, into)
+  if not p_check_ends(b) then return false end
+  local n, l, top, first = b.n, b.l, b.top, b.first
+  local t, e = b.t, b.e
+  local count, i, scale, previous = #into, 0, POW2[l], false
+  local high_bits = top + n
+  -- The set bits among the first top + n of the high vector, a byte at a
+  -- time from the block's end (bits past them are checked below).
+  for k = 0, (high_bits + 7 - (high_bits + 7) % 8) / 8 - 1 do
+    local byte = t[e - k]
+    local j = k * 8
+    while byte > 0 and j < high_bits do
+      if byte % 2 == 1 then
+        local time = first + (j - i) * scale + (l > 0 and p_low(b, i) or 0)
+        if time > MAX_MS or (previous and previous > time) then return false end
+        count, previous, i = count + 1, time, i + 1
+        into[count] = time
+      end
+      byte, j = (byte - byte % 2) / 2, j + 1
+    end
+  end
+  if i ~= n then return false end
+  local low_bits = n * l
+  local low_end, high_start = ceil8(low_bits), e - 16 - ceil8(high_bits)
+  for k = 17 + low_end, 16 + high_start do
+    if t[k] ~= 0 then return false end
+  end
+  if low_bits % 8 ~= 0 then
+    local byte = t[16 + low_end]
+    if byte >= POW2[low_bits % 8] then return false end
+  end
+  if high_bits % 8 ~= 0 then
+    local byte = t[17 + high_start]
+    if byte >= POW2[high_bits % 8] then return false end
+  end
+  return true
+end
+
+-- Writes the `l` low bits of `value` into t from bit `at` of the payload,
+-- whatever those bits held (as the module's write_bits).
+local function p_write_bits(t, at, l, value)
+  local shift = at % 8
+  local width = shift + l
+  if width <= 8 then
+    local k, scale = 17 + (at - shift) / 8, POW2[shift]
+    local byte = t[k]
+    t[k] = byte + (value - (byte - byte % scale) / scale % POW2[l]) * scale
+    return
+  end
+  if width <= 32 then
+    -- Within two or four bytes (those past the field's last byte, maybe
+    -- past the block's end, read as 0 and left): read and written as one
+    -- number.
+    local k, scale = 17 + (at - shift) / 8, POW2[shift]
+    local x = t[k] + t[k + 1] * 256
+    if width > 16 then x = x + (t[k + 2] or 0) * 65536 + (t[k + 3] or 0) * 16777216 end
+    x = x + (value - (x - x % scale) / scale % POW2[l]) * scale
+    local byte = x % 256
+    t[k] = byte
+    while width > 8 do
+      x, k, width = (x - byte) / 256, k + 1, width - 8
+      byte = x % 256
+      t[k] = byte
+    end
+    return
+  end
+  local done = 0
+  while done < l do
+    local bit = at + done
+    local shift = bit % 8
+    local k = 17 + (bit - shift) / 8
+    local take = 8 - shift
+    if take > l - done then take = l - done end
+    local part = value % POW2[take]
+    value = (value - part) / POW2[take]
+    local byte = t[k]
+    local held = (byte - byte % POW2[shift]) / POW2[shift] % POW2[take]
+    t[k] = byte + (part - held) * POW2[shift]
+    done = done + take
+  end
+end
+
+local function p_set_high_bit(t, e, j)
+  local r = j % 8
+  local k = e - (j - r) / 8
+  local byte = t[k]
+  if (byte - byte % POW2[r]) / POW2[r] % 2 == 0 then t[k] = byte + POW2[r] end
+end
+
+-- Clears bits [from, to) of a bit vector in t whose bit j is bit j % 8 of
+-- byte base + step * floor(j / 8) (the low fields: 17, 1; the high bits
+-- from the block's end: e, -1), a byte at a time.
+local function p_clear_bits(t, base, step, from, to)
+  while from < to do
+    local r = from % 8
+    local k = base + step * (from - r) / 8
+    local stop = from - r + 8
+    if stop > to then stop = to end
+    if r == 0 and stop - from == 8 then
+      t[k] = 0
+    else
+      -- Bits r to (stop - 1) % 8 + 1 of this byte go; those below and above stay.
+      local byte = t[k]
+      local above = POW2[stop - (from - r)]
+      t[k] = byte % POW2[r] + (byte - byte % above)
+    end
+    from = stop
+  end
+end
+
+local function p_set_u16(t, at, v) t[at] = v % 256; t[at + 1] = (v - v % 256) / 256 end
+
+-- A block opened by an entry at `time` (a building block: 256 bytes, high
+-- bits at the end).
+local P_ZERO_BLOCK = {}
+for i = 1, P_BLOCK do P_ZERO_BLOCK[i] = 0 end
+local function p_open(time, l, before)
+  local t = { unpack(P_ZERO_BLOCK) }
+  local x = time
+  for i = 1, 7 do
+    local byte = x % 256
+    t[i] = byte
+    x = (x - byte) / 256
+  end
+  t[8] = l
+  x = before
+  for i = 9, 12 do
+    local byte = x % 256
+    t[i] = byte
+    x = (x - byte) / 256
+  end
+  t[13] = 1
+  t[P_BLOCK] = 1
+  return { t = t, e = P_BLOCK, first = time, l = l, before = before, n = 1, top = 0 }
+end
+
+-- Adds one entry at `time` (no older than its newest) to a building block
+-- if it fits (p_push_run for one, with fewer operations: coding a block
+-- anew pushes its entries one at a time); returns 1 if it did.
+local function p_push_one(b, time)
+  local n, l = b.n, b.l
+  local v = time - b.first
+  local scale = POW2[l]
+  local low = v % scale
+  local h = (v - low) / scale
+  if h > P_MAX_N or n >= P_MAX_N then return 0 end
+  local low_bits, high_bits = (n + 1) * l + 7, h + n + 8
+  if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > P_BLOCK then return 0 end
+  local t = b.t
+  if low ~= 0 then p_write_bits(t, n * l, l, low) end
+  p_set_high_bit(t, P_BLOCK, h + n)
+  n = n + 1
+  b.n, b.top = n, h
+  t[13], t[14] = n % 256, (n - n % 256) / 256
+  t[15], t[16] = h % 256, (h - h % 256) / 256
+  return 1
+end
+
+-- Adds up to `count` entries at `time` (no older than its newest) to a
+-- building block, as fit; returns how many did.
+local function p_push_run(b, time, count)
+  local n, l = b.n, b.l
+  local v = time - b.first
+  local low = v % POW2[l]
+  local h = (v - low) / POW2[l]
+  -- The most that fit (as the module's push_run counts them one by one):
+  -- about what the free bits hold at l + 1 bits an entry, then a step or
+  -- two to the exact figure.
+  if h > P_MAX_N then return 0 end
+  local most = count
+  if most > P_MAX_N - n then most = P_MAX_N - n end
+  local fitting = (8 * (P_BLOCK - 18) - n * l - (h + n)) / (l + 1)
+  fitting = fitting - fitting % 1
+  if fitting < 0 then fitting = 0 end
+  if fitting > most then fitting = most end
+  while fitting < most and used_bytes(n + fitting + 1, l, h) <= P_BLOCK do fitting = fitting + 1 end
+  while fitting > 0 and used_bytes(n + fitting, l, h) > P_BLOCK do fitting = fitting - 1 end
+  if fitting == 0 then return 0 end
+  local t = b.t
+  if low ~= 0 then
+    for i = n, n + fitting - 1 do p_write_bits(t, i * l, l, low) end
+  end
+  -- Bits h + n .. h + n + fitting - 1 of the high vector: whole bytes at
+  -- once.
+  local j, stop = h + n, h + n + fitting
+  while j < stop do
+    local r = j % 8
+    if r == 0 and stop - j >= 8 then
+      t[P_BLOCK - j / 8] = 255
+      j = j + 8
+    else
+      p_set_high_bit(t, P_BLOCK, j)
+      j = j + 1
+    end
+  end
+  b.n, b.top = n + fitting, h
+  p_set_u16(t, 13, b.n)
+  p_set_u16(t, 15, h)
+  return fitting
+end
+
+-- The block's bytes placed in an extent of `e` bytes (at least what it
+-- uses): header and low fields at the front, high bits at the end.
+local function p_place(b, e)
+  local low_end = 16 + ceil8(b.n * b.l)
+  local high_len = ceil8(b.top + b.n)
+  local t, from = b.t, b.e
+  local parts = { string_char(unpack(t, 1, low_end)), string.rep('\0', e - low_end - high_len) }
+  if high_len > 0 then parts[3] = string_char(unpack(t, from - high_len + 1, from)) end
+  return table.concat(parts)
+end
+
+local function p_l_after(b, time)
+  local d = time - b.first
+  if d < 0 then d = 0 end
+  local n = b.n > 0 and b.n or 1
+  return floor_log2((d - d % n) / n)
+end
+
+local function p_l_from_gap(first, second)
+  local d = second - first
+  if d < 1 then return 0 end
+  return floor_log2(d)
+end
+
+-- Codes runs {time, count} (ascending) into building blocks, the first of
+-- rank `before`, each block's l from the entries it opens with: log2 of
+-- their mean gap over at most 64 after its first. Greedy, or with `spread`
+-- k the entries shared out evenly over k blocks; coded through the tail
+-- (`to_tail`, with `after` the log's block before the first, or false), a
+-- last block read off its few entries takes at least p_l_after's l (as
+-- the module's encode and l_ahead).
+local function p_encode(runs, before, spread, to_tail, after)
+  local blocks, list, remaining = {}, {}, 0
+  for i = 1, #runs do
+    if runs[i][2] > 0 then list[#list + 1] = runs[i]; remaining = remaining + runs[i][2] end
+  end
+  local run, used = 1, 0
+  while remaining > 0 do
+    local target = remaining
+    local k = spread and spread - #blocks or 0
+    if k > 0 then target = (remaining + k - 1 - (remaining + k - 1) % k) / k end
+    local rank = before
+    local b = blocks[#blocks]
+    if b then rank = (b.before + b.n) % TWO_32 end
+    -- l from the entries the block opens with.
+    local first = list[run][1]
+    local wanted = target - 1
+    if wanted > 64 then wanted = 64 end
+    local seen = list[run][2] - used - 1
+    if seen > wanted then seen = wanted end
+    wanted = wanted - seen
+    local last, i = first, run + 1
+    while wanted > 0 and list[i] do
+      local take = list[i][2]
+      if take > wanted then take = wanted end
+      seen, wanted, last, i = seen + take, wanted - take, list[i][1], i + 1
+    end
+    local l = 0
+    if seen > 0 then
+      local d = last - first
+      l = floor_log2((d - d % seen) / seen)
+    end
+    local previous = b or after
+    if to_tail and previous and remaining - 1 < 64 then
+      local least = p_l_after(previous, first)
+      if least > l then l = least end
+    end
+    b = p_open(first, l, rank)
+    local taken = 1
+    used = used + 1
+    while taken < target do
+      if used == list[run][2] then run, used = run + 1, 0 end
+      local r = list[run]
+      local want = r[2] - used
+      if want > target - taken then want = target - taken end
+      local pushed
+      if want == 1 then pushed = p_push_one(b, r[1]) else pushed = p_push_run(b, r[1], want) end
+      if pushed == 0 then break end
+      taken, used = taken + pushed, used + pushed
+    end
+    if used == list[run][2] then run, used = run + 1, 0 end
+    remaining = remaining - taken
+    blocks[#blocks + 1] = b
+  end
+  -- A block under construction is a table of 256 numbers, some 4 KB.
+  if #blocks > P_COLLECT_AFTER_BLOCKS then made_large = true end
+  return blocks
+end
+
+local function p_header(head_rank, head_block, tail)
+  return struct_pack('<c4BBHI4I4I4I4', 'SWLc', 2, 8, 0, head_rank, head_block, tail, 0)
+end
+
+-- A value of `blocks` after the whole blocks `kept` (bytes), the first of
+-- them the head block; `len` bytes, or sized for them.
+-- `blocks` placed in a value of `len` bytes from block `first` on, each in
+-- its extent, appended to `parts`.
+local function p_placed(blocks, len, first, parts)
+  for i, b in ipairs(blocks) do
+    local _, e = p_extent(len, first + i - 1)
+    parts[#parts + 1] = p_place(b, e)
+  end
+  return parts
+end
+
+local function p_laid_out(blocks, head_rank, kept, room)
+  local count = #kept / P_BLOCK + #blocks
+  local last = blocks[#blocks]
+  local len = p_sized(P_HEADER + (count - 1) * P_BLOCK + used_bytes(last.n, last.l, last.top) + (room or 0))
+  local body = table.concat(p_placed(blocks, len, #kept / P_BLOCK, { p_header(head_rank, 0, count - 1), kept }))
+  return body .. string.rep('\0', len - #body)
+end
+
+-- A packed log's state, as a compact log's: what was read (the value when
+-- small, block tables), the header, the ends, what the call changed.
+local Packed = {}
+local p_key, p_exists, p_value, p_len, p_tables, p_heads
+local p_head_rank, p_head_block, p_tail, p_blocks, p_oldest, p_newest
+local p_head_pending, p_damaged, p_valid
+-- The live entries; a floor every live entry is above (see trim_through).
+local p_live, p_trimmed_to
+-- The parses of values that calls left as they found them (denials,
+-- mostly), keyed by the bytes, as compact logs' layouts are: at most
+-- LAYOUTS_AT_MOST, all dropped when that is reached. The value as opened.
+local p_parses, p_parses_kept, p_opened = {}, 0, false
+-- The value's first READ_WHOLE_AT_MOST bytes as the caller read them, until
+-- a write.
+local p_start
+-- The last blocks before the tail block, read at once for a search (see
+-- p_block_through), until a write: their bytes and their offset.
+local P_REGION_BLOCKS = 32
+local p_region, p_region_from = false, 0
+-- Searches among the blocks between head and tail in this call.
+local p_searches = 0
+
+-- `n` bytes from offset `at`.
+local function p_read(at, n)
+  if p_value then return string.sub(p_value, at + 1, at + n) end
+  if p_start and at + n <= #p_start then return string.sub(p_start, at + 1, at + n) end
+  if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
+    return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
+  end
+  return redis_call('GETRANGE', p_key, num(at), num(at + n - 1))
+end
+
+-- Block `index` as a table, read once per call.
+local function p_block_at(index)
+  local b = p_tables and p_tables[index]
+  if not b then
+    -- The block's extent (p_extent's, written out: this runs on every call).
+    local start = P_HEADER + index * P_BLOCK
+    local stop = start + P_BLOCK
+    if stop > p_len then stop = p_len end
+    if start > stop then start = stop end
+    -- Read off the value at hand without a copy of the block.
+    if p_value then
+      b = p_block(p_value, start + 1, stop)
+    else
+      b = p_block(p_read(start, stop - start))
+    end
+    if not p_tables then p_tables = {} end
+    p_tables[index] = b
+  end
+  return b
+end
+
+-- Block `index`'s first time and rank (a search reads only these), kept
+-- as p_heads[2 * index] and p_heads[2 * index + 1]; read off whichever
+-- string at hand holds them.
+local function p_head_of(index)
+  local b = p_tables and p_tables[index]
+  if b then return b.first, b.before end
+  local at = 2 * index
+  local first = p_heads and p_heads[at]
+  if first then return first, p_heads[at + 1] end
+  local start = P_HEADER + index * P_BLOCK
+  local lo, mid, hi, before
+  if p_value then
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_value, start + 1)
+  elseif p_region and start >= p_region_from and start + 12 <= p_region_from + #p_region then
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_region, start - p_region_from + 1)
+  else
+    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_read(start, 12))
+  end
+  first = lo + mid * 4294967296 + hi * 281474976710656
+  if not p_heads then p_heads = {} end
+  p_heads[at], p_heads[at + 1] = first, before
+  return first, before
+end
+
+-- The rank of block `index`'s first entry, from the head (signed).
+local function p_rank_of(index)
+  local _, before = p_head_of(index)
+  local d = (before - p_head_rank) % TWO_32
+  if d >= TWO_31 then d = d - TWO_32 end
+  return d
+end
+
+local function p_head_offset()
+  return (p_head_rank - p_block_at(p_head_block).before) % TWO_32
+end
+
+-- The newest time of `head`, where it holds the head at `rank` (its ends
+-- checked, the rank among its entries), starts no later than the tail
+-- block `last`, and `last`'s rank lies past the head block's live entries
+-- by no more than the `between` blocks between them can hold (-1: they
+-- are one block): what parsing checks of a head block; nil otherwise.
+local function p_head_ends(head, rank, last, between)
+  local offset = (rank - head.before) % TWO_32
+  if offset >= head.n or last.first < head.first then return nil end
+  if between >= 0 then
+    local past = (last.before - rank) % TWO_32 - (head.n - offset)
+    if past < 0 or past > between * P_MOST_PER_BLOCK then return nil end
+  end
+  return p_check_ends(head)
+end
+
+-- Parses the header, the head block and the tail block; false for bytes
+-- that are not a packed log.
+local function p_parse()
+  p_tables, p_heads = false, false
+  local known = p_value and p_parses[p_value]
+  if known then
+    p_head_rank, p_head_block, p_tail, p_blocks = known[1], known[2], known[3], known[4]
+    p_newest, p_oldest, p_live = known[5], known[6], known[7]
+    return true
+  end
+  if p_len < P_MIN_LEN then return false end
+  local magic, version, shift, reserved, head_rank, head_block, tail, reserved_too =
+    struct_unpack('<c4BBHI4I4I4I4', p_value or p_read(0, P_HEADER))
+  if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0 then return false end
+  local blocks = p_blocks_in(p_len)
+  if head_block > tail or tail >= blocks then return false end
+  p_head_rank, p_head_block, p_tail, p_blocks = head_rank, head_block, tail, blocks
+  local head = p_block_at(head_block)
+  local last = tail ~= head_block and p_block_at(tail) or head
+  local newest = p_head_ends(head, head_rank, last, tail - head_block - 1)
+  if not newest then return false end
+  if last ~= head then
+    newest = p_check_ends(last)
+    if not newest then return false end
+  end
+  -- The oldest entry, where it is the only one or the head block's first
+  -- (as p_oldest_time).
+  p_live = ((last.before + last.n) - head_rank) % TWO_32
+  p_newest, p_oldest = newest, p_live == 1 and newest or head_rank == head.before and head.first
+  return true
+end
+
+-- The block holding the live entry at `rank`: the head block and the
+-- tail block first, then the module's binary search (partition_point) of
+-- the ranks of the blocks between, written out (a closure per call
+-- shows), so that both read a damaged block alike.
+local function p_block_of_rank(rank)
+  local head, tail = p_head_block, p_tail
+  if head == tail or rank < p_rank_of(head) + p_block_at(head).n then return head end
+  if p_rank_of(tail) <= rank then return tail end
+  local low = head + 1
+  local from, to = 0, tail - 1 - low
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if p_rank_of(low + 1 + mid) <= rank then from = mid + 1 else to = mid end
+  end
+  return low + from
+end
+
+local function p_time_at(rank)
+  if rank >= p_live then return nil end
+  local index = p_block_of_rank(rank)
+  local within = rank - p_rank_of(index)
+  local t = within >= 0 and p_time_of(p_block_at(index), within)
+  return t or MAX_MS
+end
+
+-- The oldest live entry, as the module's time_at(0): the newest where it
+-- is the only one, the head block's first time where the head is that
+-- block's first entry, otherwise a select (which may read bits another
+-- writer damaged: the order keeps both reading the same ones).
+local function p_oldest_time()
+  if not p_oldest then
+    local head = p_block_at(p_head_block)
+    if p_live == 1 then
+      p_oldest = p_newest
+    elseif p_head_rank == head.before then
+      p_oldest = head.first
+    else
+      p_oldest = p_time_at(0)
+    end
+  end
+  return p_oldest
+end
+
+-- The last block whose first time is at most `at` (as the module's
+-- block_through): the head block, the tail block, or a binary search of
+-- the blocks between, the last P_REGION_BLOCKS of them read at once.
+local function p_block_through(at)
+  local head, tail = p_head_block, p_tail
+  if head == tail or (p_head_of(head + 1)) > at then return head end
+  if (p_head_of(tail)) <= at then return tail end
+  local low, high = head + 1, tail - 1
+  if tail - head > 2 then
+    local from_block = tail - P_REGION_BLOCKS
+    if from_block < low then from_block = low end
+    -- Redis's Lua hashes every byte of every string it makes (about 12
+    -- instructions a byte): the region costs more than the few reads of
+    -- one search, and less than those of several.
+    p_searches = p_searches + 1
+    if not p_value and not p_region and p_searches > 1 then
+      p_region_from = P_HEADER + from_block * P_BLOCK
+      p_region = redis_call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+    end
+    -- Windows mostly end among the newest blocks: the search starts among
+    -- them (as the module's, with SEARCHED_FIRST).
+    if (p_head_of(from_block)) <= at then low = from_block else high = from_block - 1 end
+  end
+  -- The module's partition_point over the blocks after `low`.
+  local from, to = 0, high - low
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if (p_head_of(low + 1 + mid)) <= at then from = mid + 1 else to = mid end
+  end
+  return low + from
+end
+
+local function p_count_through(at)
+  local len = p_live
+  if at >= p_newest then return len end
+  if not p_oldest then p_oldest_time() end
+  if at < p_oldest then return 0 end
+  local index = p_block_through(at)
+  local through = p_rank_of(index) + p_count_through_block(p_block_at(index), at)
+  if through < 0 then return 0 end
+  if through > len then return len end
+  return through
+end
+
+-- The packed log in `key` (a string, `exists`, or nothing); `start` the
+-- value's first READ_WHOLE_AT_MOST bytes where read. Nil for a string
+-- that is not a packed log.
+local function open_packed(key, exists, start)
+  p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
+  p_region, p_searches = false, 0
+  p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
+  if exists then
+    if start and #start < READ_WHOLE_AT_MOST then
+      p_value, p_len, p_opened = start, #start, start
+    else
+      p_len = redis_call('STRLEN', key)
+    end
+    p_valid = p_parse()
+    if not p_valid then return nil end
+  end
+  return Packed
+end
+
+-- Whether a change may go ahead on an existing log.
+local function p_changeable()
+  return p_exists and p_valid and not p_damaged
+end
+
+-- Writes a moved head; into the value at hand too where `patch` (before a
+-- parse may read it: block reads never read the header).
+local function p_write_pending_head(patch)
+  if p_head_pending then
+    p_start = false
+    redis_call('SETRANGE', p_key, '8', p_head_pending)
+    if patch and p_value then
+      p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
+    end
+    p_head_pending = false
+  end
+end
+
+-- Writes `bytes` at `at` and forgets what was read there.
+local function p_write(at, bytes)
+  p_write_pending_head(true)
+  p_start, p_region = false, false
+  redis_call('SETRANGE', p_key, num(at), bytes)
+  if p_value then
+    p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
+  end
+end
+
+-- The whole value written anew, keeping the key's expiry, and parsed.
+local function p_store(value)
+  if #value > COLLECT_AFTER_BYTES then made_large = true end
+  p_head_pending, p_start, p_region = false, false, false
+  redis_call('SET', p_key, value, 'KEEPTTL')
+  p_exists, p_value, p_len = true, value, #value
+  p_valid = p_parse()
+end
+
+local function p_unlink()
+  p_head_pending, p_start, p_region = false, false, false
+  redis_call('UNLINK', p_key)
+  p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
+  p_tables, p_heads = false, false
+end
+
+function Packed:len()
+  if not p_valid then return 0 end
+  return p_live
+end
+
+function Packed:count_above(floor)
+  if not p_valid then return 0 end
+  local len = p_live
+  if floor < 0 or (p_trimmed_to and floor <= p_trimmed_to) then return len end
+  return len - p_count_through(floor)
+end
+
+function Packed:score_at(rank)
+  if not p_valid then return nil end
+  local len = p_live
+  if rank < 0 or rank >= len then return nil end
+  if rank == len - 1 then return p_newest end
+  if rank == 0 then return p_oldest_time() end
+  return p_time_at(rank)
+end
+
+function Packed:newest()
+  if not p_valid then return nil end
+  return p_newest
+end
+
+-- Moves the head forward by `dropped` entries: only the header changes.
+local function p_move_head(dropped)
+  if dropped == 0 then return end
+  local len = p_live
+  if dropped >= len then
+    p_unlink()
+    return
+  end
+  local block = p_block_of_rank(dropped)
+  p_head_rank = (p_head_rank + dropped) % TWO_32
+  p_head_block = block
+  p_oldest, p_live = false, len - dropped
+  -- What the module's next parse checks of a new head block (a block
+  -- between head and tail that another writer damaged may be found
+  -- here): a call that fails it replies WRONGTYPE and writes nothing.
+  if not p_head_ends(p_block_at(block), p_head_rank, p_block_at(p_tail), p_tail - block - 1) then
+    p_damaged = true
+    return
+  end
+  -- The value at hand keeps its old header until a write needs it new
+  -- (see p_write_pending_head): a copy of a value costs a hash of its bytes.
+  p_head_pending = struct_pack('<I4I4', p_head_rank, p_head_block)
+end
+
+-- Remembers the floor: every live entry is above it until an entry at or
+-- below it is recorded, so counting above it needs no search.
+function Packed:trim_through(floor)
+  if not (p_exists and p_valid and not p_damaged) then return end
+  if floor >= 0 then
+    local dropped = p_count_through(floor)
+    if dropped > 0 then p_move_head(dropped) end
+  end
+  p_trimmed_to = floor
+end
+
+function Packed:cap_to(max_entries)
+  if not p_changeable() then return end
+  local len = p_live
+  p_move_head(len - math.min(len, max_entries))
+end
+
+-- A value of the live blocks' bytes, `len` long, the tail block placed in
+-- its extent.
+local function p_copied(len)
+  local whole = (p_tail - p_head_block) * P_BLOCK
+  local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
+  local body = p_header(p_head_rank, 0, p_tail - p_head_block) .. kept
+  local _, e = p_extent(len, p_tail - p_head_block)
+  body = body .. p_place(p_block_at(p_tail), e)
+  return body .. string.rep('\0', len - #body)
+end
+
+-- Records one entry at `at`, no older than the newest, into the tail block
+-- (`tail`, its table) or a free block after it: the bytes to write at an
+-- offset, and the tail where it moves; nil where neither takes it.
+local function p_append(tail, at, count)
+  local first, n, l = tail.first, tail.n, tail.l
+  -- A head block whose entries all sit at its first time takes `l` from
+  -- the gap to this one (as the module's append).
+  if p_tail == p_head_block and (n == 1 or (l == 0 and tail.top == 0)) then l = p_l_from_gap(first, at) end
+  local v = at - first
+  local scale = POW2[l]
+  local low = v % scale
+  local h = (v - low) / scale
+  -- The tail block's extent: where it starts, and its table's length.
+  local start, e = P_HEADER + p_tail * P_BLOCK, tail.e
+  -- Whether they fit: n + count low fields and the high bits up to
+  -- h + n + count - 1, in whole bytes each (as the module's append).
+  local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
+  local needed = 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8
+  if n + count > P_MAX_N or h > P_MAX_N then needed = P_BLOCK + 1 end
+  if needed <= e then
+    local t, was = tail.t, tail.s
+    local relaid = l ~= tail.l
+    local from = relaid and 7 or 12
+    t[8] = l
+    tail.l = l
+    -- Their low fields read zero under the new `l` too.
+    if relaid then p_clear_bits(t, 17, 1, 0, n * l) end
+    local field = n * l
+    local j = h + n
+    local r = j % 8
+    local at_byte = e - (j - r) / 8
+    if count == 1 then
+      -- One field and one bit, written out (the usual call).
+      if l > 0 then p_write_bits(t, field, l, low) end
+      local byte = t[at_byte]
+      if byte % POW2[r + 1] < POW2[r] then t[at_byte] = byte + POW2[r] end
+    else
+      for i = n, n + count - 1 do
+        p_write_bits(t, i * l, l, low)
+        p_set_high_bit(t, e, h + i)
+      end
+    end
+    local m = n + count
+    tail.n, tail.top, tail.s = m, h, false
+    t[13], t[14] = m % 256, (m - m % 256) / 256
+    t[15], t[16] = h % 256, (h - h % 256) / 256
+    -- The changed bytes, from the counters to the high bit: for one entry
+    -- its low field and its high byte written, the bytes between as they
+    -- were.
+    if count > 1 or relaid or at_byte - from <= 48 then
+      return start + from, string_char(unpack(t, from + 1, at_byte))
+    end
+    local field_from = 17 + (field - field % 8) / 8
+    local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
+    was = was or p_read(start, e)
+    return start + from, table.concat({
+      string_char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
+      string_char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
+      string_char(t[at_byte]) })
+  end
+  local next_index = p_tail + 1
+  -- (With what the tail block would need: a copy of the value with room
+  -- to grow takes no more than a whole block.)
+  if count > 1 or next_index >= p_blocks then return nil, needed end
+  local opened = p_open(at, p_l_after(tail, at), (tail.before + n) % TWO_32)
+  local next_start, next_e = p_extent(p_len, next_index)
+  return next_start, p_place(opened, next_e), next_index
+end
+
+-- Writes `parts`, placed blocks from block `first` on, in place, zero to
+-- the end of block `through`, and the tail block number `tail` where it
+-- moves; then parses the value again.
+local function p_write_blocks(parts, first, through, tail)
+  local first_start = p_extent(p_len, first)
+  local end_start, end_e = p_extent(p_len, through)
+  local body = table.concat(parts)
+  p_write(first_start, body .. string.rep('\0', end_start + end_e - first_start - #body))
+  if tail ~= p_tail then p_write(16, struct_pack('<I4', tail)) end
+  p_valid = p_parse()
+end
+
+-- The 4 bytes of a block's rank, `count` more.
+local function p_bumped(block, count)
+  local before = struct_unpack('<I4', block, 9)
+  return string.sub(block, 1, 8) .. struct_pack('<I4', (before + count) % TWO_32) .. string.sub(block, 13)
+end
+
+-- Codes the block `at` goes into anew, with `count` more entries at `at`,
+-- into the blocks they take; the blocks after it move up by the blocks
+-- added, as bytes, each counting `count` more entries before it (as the
+-- module's insert). False where the block is not well formed.
+local function p_insert(at, count)
+  local len = p_live
+  local through = p_count_through(at)
+  local index = through >= len and p_tail or p_block_of_rank(through)
+  -- With the few blocks after it: filled again, or shared out evenly,
+  -- rather than split (as the module's insert).
+  -- (While their entries are few: P_RECODED_ENTRIES_AT_MOST with it.)
+  local last, entries = index, p_block_at(index).n
+  while last < p_tail and last - index < P_RECODED_AFTER_AT_MOST do
+    entries = entries + p_block_at(last + 1).n
+    if entries > 1024 then break end
+    last = last + 1
+  end
+  local times = {}
+  for i = index, last do
+    if not p_times(p_block_at(i), times) then return false end
+  end
+  local from_rank = p_rank_of(index)
+  if from_rank < 0 then from_rank = 0 end
+  local skipped = index == p_head_block and p_head_offset() or 0
+  local runs = {}
+  for i = skipped + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  -- A rank another writer damaged can put the time before the block's
+  -- first entry: not a log, as the module's insert finds.
+  local place = through - from_rank
+  if place < 0 then return false end
+  if place > #runs then place = #runs end
+  table.insert(runs, place + 1, { at, count })
+  for i = 2, #runs do
+    if runs[i - 1][1] > runs[i][1] then return false end
+  end
+  local before = (p_head_rank + from_rank) % TWO_32
+  local recoded = last - index + 1
+  local blocks
+  if last == p_tail then
+    blocks = p_encode(runs, before, nil, true, index > p_head_block and p_block_at(index - 1))
+  else
+    -- Shared out evenly over as many blocks as they take filled in order.
+    blocks = p_encode(runs, before, #p_encode(runs, before, nil))
+  end
+  if last == p_tail then
+    -- The blocks from `index` to the tail coded anew, in their place where
+    -- the value has room (as the module's recode_to_tail).
+    local new_last = index + #blocks - 1
+    local lb = blocks[#blocks]
+    local _, last_e = p_extent(p_len, new_last)
+    if not (new_last < p_blocks and used_bytes(lb.n, lb.l, lb.top) <= last_e) then
+      local whole = (index - p_head_block) * P_BLOCK
+      local kept = whole > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, whole) or ''
+      p_store(p_laid_out(blocks, p_head_rank, kept))
+      return true
+    end
+    local parts = p_placed(blocks, p_len, index, {})
+    p_write_blocks(parts, index, new_last > p_tail and new_last or p_tail, new_last)
+    return true
+  end
+  local tail = p_tail
+  local new_tail = tail + #blocks - recoded
+  local tail_block = p_block_at(tail)
+  local last_used = used_bytes(tail_block.n, tail_block.l, tail_block.top)
+  -- The blocks after the recoded ones, but the tail block, as bytes,
+  -- ranks bumped.
+  local middle = {}
+  if tail > last + 1 then
+    local whole = p_read(P_HEADER + (last + 1) * P_BLOCK, (tail - last - 1) * P_BLOCK)
+    -- Each block moved makes three strings of its size.
+    if tail - last > P_COLLECT_AFTER_BLOCKS then made_large = true end
+    for i = 0, tail - last - 2 do
+      middle[#middle + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), count)
+    end
+  end
+  local _, new_tail_e = p_extent(p_len, new_tail)
+  if new_tail >= p_blocks or last_used > new_tail_e then
+    -- A new value: the blocks before, the new ones, the ones after.
+    local kept_blocks = index - p_head_block
+    local kept = kept_blocks > 0 and p_read(P_HEADER + p_head_block * P_BLOCK, kept_blocks * P_BLOCK) or ''
+    local count_blocks = kept_blocks + #blocks + (tail - last)
+    local new_len = p_sized(P_HEADER + (count_blocks - 1) * P_BLOCK + last_used)
+    local parts = p_placed(blocks, new_len, kept_blocks, { p_header(p_head_rank, 0, count_blocks - 1), kept })
+    parts[#parts + 1] = table.concat(middle)
+    local _, e = p_extent(new_len, count_blocks - 1)
+    parts[#parts + 1] = p_bumped(p_place(tail_block, e), count)
+    local body = table.concat(parts)
+    p_store(body .. string.rep('\0', new_len - #body))
+    return true
+  end
+  -- Up or down by the blocks added or saved (as the module's insert):
+  -- through the old tail, so that blocks saved at its end are zeroed.
+  local parts = p_placed(blocks, p_len, index, {})
+  parts[#parts + 1] = table.concat(middle)
+  parts[#parts + 1] = p_bumped(p_place(tail_block, new_tail_e), count)
+  p_write_blocks(parts, index, new_tail > tail and new_tail or tail, new_tail)
+  return true
+end
+
+-- One entry at `at`, older than the newest, into the block that holds the
+-- entries around it, in place where it has room and the entry does not
+-- open it: its later low fields up a field, its later high bits up a bit,
+-- as they lie, and the blocks after it counting one more entry before
+-- them (as the module's insert_in_place). False where it does not go so.
+function Packed.insert_in_place(at)
+  local through = p_count_through(at)
+  if through >= p_live then return false end
+  local index = p_block_of_rank(through)
+  local b = p_block_at(index)
+  local place = through - p_rank_of(index)
+  local n, top, l, t, e = b.n, b.top, b.t[8], b.t, b.e
+  local after_live = index == p_head_block and p_head_offset() or 0
+  if place <= after_live or place > n or l > P_MAX_L or n >= P_MAX_N then return false end
+  local v = at - b.first
+  if v < 0 then return false end
+  local low = v % POW2[l]
+  local h = (v - low) / POW2[l]
+  if h > P_MAX_N then return false end
+  local new_top = top
+  if place == n then
+    if h < top then return false end
+    new_top = h
+  elseif h > top then
+    return false
+  end
+  if used_bytes(n + 1, l, new_top) > e then return false end
+  if l > 0 then
+    for i = n - 1, place, -1 do p_write_bits(t, (i + 1) * l, l, p_low(b, i)) end
+    p_write_bits(t, place * l, l, low)
+  end
+  -- Bit j + 1 takes bit j, from the top down.
+  for j = top + n - 1, h + place, -1 do
+    local r = (j + 1) % 8
+    local k = e - (j + 1 - r) / 8
+    local byte = t[k]
+    local held = (byte - byte % POW2[r]) / POW2[r] % 2
+    local want = p_high_bit(b, j) and 1 or 0
+    t[k] = byte + (want - held) * POW2[r]
+  end
+  p_set_high_bit(t, e, h + place)
+  p_set_u16(t, 13, n + 1)
+  p_set_u16(t, 15, new_top)
+  b.n, b.top, b.s = n + 1, new_top, false
+  local start = P_HEADER + index * P_BLOCK
+  local parts = { string_char(unpack(t, 13, e)) }
+  if index < p_tail then
+    local tail_start, tail_e = p_extent(p_len, p_tail)
+    local whole = p_read(start + P_BLOCK, tail_start + tail_e - (start + P_BLOCK))
+    for i = 0, p_tail - index - 1 do
+      parts[#parts + 1] = p_bumped(string.sub(whole, i * P_BLOCK + 1, (i + 1) * P_BLOCK), 1)
+      p_tables[index + 1 + i] = nil
+    end
+    p_heads = false
+  end
+  p_write(start + 12, table.concat(parts))
+  p_live = p_live + 1
+  return true
+end
+
+-- A new log of `count` entries at `at` that one block holds (at most
+-- 1,920): l 0, high bits 0 to count - 1 set (the bytes p_encode and
+-- p_laid_out would make, without their tables).
+local p_new_tails = {}
+local P_NEW_TAILS_KEPT_UP_TO = 16
+local function p_new_of(at, count)
+  -- The bytes after the block header: zeros, then the high bits (kept for
+  -- the few counts that recur).
+  local tail = p_new_tails[count]
+  if not tail then
+    local high_len = (count + 7 - (count + 7) % 8) / 8
+    local len = p_sized(P_HEADER + 16 + high_len)
+    local rest = count % 8
+    local high_bits = string.rep('\255', (count - rest) / 8)
+    if rest > 0 then high_bits = string_char(POW2[rest] - 1) .. high_bits end
+    -- The high bits end the block's extent, which ends before the value
+    -- does where the value has room for more blocks.
+    local _, e = p_extent(len, 0)
+    tail = string.rep('\0', e - 16 - high_len) .. high_bits .. string.rep('\0', len - P_HEADER - e)
+    if count <= P_NEW_TAILS_KEPT_UP_TO then p_new_tails[count] = tail end
+  end
+  local low = at % TWO_32
+  local high = (at - low) / TWO_32
+  local mid = high % 65536
+  return struct_pack('<c4BBHI4I4I4I4I4HBBI4HH', 'SWLc', 2, 8, 0, 0, 0, 0, 0,
+    low, mid, (high - mid) / 65536, 0, 0, count, 0) .. tail
+end
+
+function Packed:record(at, count)
+  if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
+  if not p_exists and not p_damaged then
+    if count <= P_MOST_PER_BLOCK then
+      local value = p_new_of(at, count)
+      p_head_pending, p_start = false, false
+      redis_call('SET', p_key, value, 'KEEPTTL')
+      p_exists, p_value, p_len, p_valid = true, value, #value, true
+      p_tables, p_heads = false, false
+      p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
+      p_newest, p_oldest, p_live = at, at, count
+      return
+    end
+    p_store(p_laid_out(p_encode({ { at, count } }, 0, nil), 0, ''))
+    return
+  end
+  if not p_changeable() then return end
+  -- What the tail block would need, where it cannot take them.
+  local needed
+  if at >= p_newest then
+    local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
+    if offset then
+      p_write_pending_head()
+      redis_call('SETRANGE', p_key, num(offset), bytes)
+      -- A call seldom reads the value after recording, so what was read
+      -- is dropped rather than patched (the tail block's table is kept
+      -- as written): a read asks the server again.
+      p_value, p_start, p_region = false, false, false
+      if tail then
+        p_heads = false
+        p_write(16, struct_pack('<I4', tail))
+        p_tail, p_tables[tail] = tail, p_block(bytes)
+      end
+      p_newest, p_live = at, p_live + count
+      return
+    end
+    needed = bytes
+  end
+  -- Growth, and the append tried again, unless no copy could take them:
+  -- several entries (one opens a block) that a whole tail block would not
+  -- hold, where the module's growth fails alike and leaves the value as
+  -- it was.
+  if at >= p_newest and (count == 1 or needed <= P_BLOCK) then
+    local tail_start, tail_e = p_extent(p_len, p_tail)
+    local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + tail_e
+    -- One block, mostly dead entries: its live ones coded anew rather than
+    -- copied with the dead (as the module's growth).
+    local grown = count == 1 and p_tail == p_head_block and p_head_offset() >= p_live
+      and Packed.recoded(P_MIN_EXTENT) or p_copied(p_sized(live + P_MIN_EXTENT))
+    -- The append tried on the grown value, before it is stored.
+    local was_value, was_len, was_tables, was_heads = p_value, p_len, p_tables, p_heads
+    local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
+    p_value, p_len = grown, #grown
+    if p_parse() then
+      local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
+      if offset then
+        grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
+        if tail then grown = string.sub(grown, 1, 16) .. struct_pack('<I4', tail) .. string.sub(grown, 21) end
+        p_store(grown)
+        return
+      end
+    end
+    p_value, p_len, p_tables, p_heads = was_value, was_len, was_tables, was_heads
+    p_head_rank, p_head_block, p_tail, p_blocks = was_rank, was_head, was_tail, was_blocks
+    p_valid = true
+  end
+  if count == 1 and at < p_newest and Packed.insert_in_place(at) then return end
+  if not p_insert(at, count) then p_damaged = true end
+end
+
+-- The `count` newest entries go: the tail block's last fields and bits
+-- are cleared, and whole blocks emptied freed; all of them, the key.
+function Packed:drop_newest(count)
+  if not p_changeable() then return end
+  local len = p_live
+  if count >= len then
+    p_unlink()
+    return
+  end
+  local keep = len - count
+  local index = p_block_of_rank(keep - 1)
+  local keep_n = keep - p_rank_of(index)
+  local b = p_block_at(index)
+  if not p_check_ends(b) or keep_n <= 0 or keep_n > b.n then
+    p_damaged = true
+    return
+  end
+  local last_kept = p_select(b, keep_n - 1)
+  if not last_kept then
+    p_damaged = true
+    return
+  end
+  local start, e = p_extent(p_len, index)
+  local tail_start, tail_e = p_extent(p_len, p_tail)
+  local tail_stop = tail_start + tail_e
+  local n, l, top, t = b.n, b.l, b.top, b.t
+  if keep_n < n then
+    p_clear_bits(t, 17, 1, keep_n * l, n * l)
+    p_clear_bits(t, e, -1, last_kept + 1, top + n)
+    p_set_u16(t, 13, keep_n)
+    p_set_u16(t, 15, last_kept - (keep_n - 1))
+  end
+  local bytes = string_char(unpack(t, 13, e)) .. string.rep('\0', tail_stop - (start + e))
+  local old_tail = p_tail
+  p_write(start + 12, bytes)
+  if index ~= old_tail then p_write(16, struct_pack('<I4', index)) end
+  -- What parsing would find again: this block is the tail, its last
+  -- entry the newest (its table kept as written).
+  for i = index + 1, old_tail do p_tables[i] = nil end
+  p_heads = false
+  -- A block kept whole keeps its stored top, which parsing reads the
+  -- newest entry from (another writer may have changed it).
+  if keep_n < n then b.top = last_kept - (keep_n - 1) end
+  b.n, b.s = keep_n, false
+  p_tail, p_live = index, keep
+  p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
+  -- (Read again as the module's parse would: see p_oldest_time.) A trim's
+  -- floor no longer tells the count above it: the newest entry may now be
+  -- at or below it, where the module counts none above (another writer's
+  -- low fields can stop a trim's count short).
+  p_oldest, p_trimmed_to = false, false
+  -- What the module's next parse checks of the new tail block (a block
+  -- between that another writer damaged may be found here): where it
+  -- fails, the module reads no log, and neither does the rest of the call.
+  if not p_head_ends(p_block_at(p_head_block), p_head_rank, b, index - p_head_block - 1)
+      or not p_check_ends(b) then
+    p_valid = false
+  end
+end
+
+-- Keeps the parse of a value that a call left as it found it.
+local function p_remember(value, head_rank, head_block, tail, blocks, newest, oldest, live)
+  if p_parses_kept == LAYOUTS_AT_MOST then p_parses, p_parses_kept = {}, 0 end
+  p_parses[value] = { head_rank, head_block, tail, blocks, newest, oldest, live }
+  p_parses_kept = p_parses_kept + 1
+end
+
+function Packed:finish()
+  if p_damaged then return false end
+  local moved = p_head_pending
+  p_write_pending_head()
+  local opened = p_opened
+  if not moved and opened and p_value == opened and p_valid and not p_parses[opened] then
+    p_remember(opened, p_head_rank, p_head_block, p_tail, p_blocks, p_newest, p_oldest, p_live)
+  end
+  return true
+end
+
+-- The live entries of a log in its head and tail blocks (one or two), as
+-- many dead before them, coded anew into a value of their size and `room`
+-- bytes more (as the module's recoded); nil where the blocks do not read
+-- as a log.
+function Packed.recoded(room)
+  local times = {}
+  if not p_times(p_block_at(p_head_block), times) then return nil end
+  if p_tail ~= p_head_block and not p_times(p_block_at(p_tail), times) then return nil end
+  local runs = {}
+  for i = p_head_offset() + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  if #runs ~= p_live then return nil end
+  for i = 2, #runs do
+    if runs[i - 1][1] > runs[i][1] then return nil end
+  end
+  return p_laid_out(p_encode(runs, p_head_rank, nil, true, false), p_head_rank, '', room)
+end
+
+-- Once the dead blocks are half the value's or more, the live ones copied to
+-- a value of their size.
+function Packed:reclaim()
+  if p_damaged or not p_valid then return end
+  local recode = p_tail == p_head_block + 1 and p_head_offset() >= p_live
+  if not recode and p_head_block * 2 < p_blocks then return end
+  -- Gone where the call's expiry had already passed (see Compact:reclaim).
+  if redis_call('EXISTS', p_key) == 0 then return end
+  if recode then
+    local value = Packed.recoded(0)
+    if value then p_store(value) end
+    return
+  end
+  local tail = p_block_at(p_tail)
+  local live = P_HEADER + (p_tail - p_head_block) * P_BLOCK + used_bytes(tail.n, tail.l, tail.top)
+  p_store(p_copied(p_sized(live)))
+end
+
+-- Every entry, every block checked; nil if the value is not a packed log.
+function Packed:entries()
+  if not p_exists then return {} end
+  if not p_valid then return nil end
+  local times = {}
+  for index = p_head_block, p_tail do
+    local b = p_block_at(index)
+    if index > p_head_block then
+      local prior = p_block_at(index - 1)
+      if (prior.before + prior.n) % TWO_32 ~= b.before or (#times > 0 and times[#times] > b.first) then
+        return nil
+      end
+    end
+    if not p_times(b, times) then return nil end
+  end
+  local start, e = p_extent(p_len, p_tail)
+  local rest = p_len - (start + e)
+  if rest > 0 then
+    local free = p_read(start + e, rest)
+    if free ~= string.rep('\0', rest) then return nil end
+  end
+  local offset = p_head_offset()
+  if offset == 0 then return times end
+  local live = {}
+  for i = offset + 1, #times do live[#live + 1] = times[i] end
+  return live
+end
+
+-- The one block packed.check_one reads: its table, kept from call to call.
+packed.block = { t = false, e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 }
+
+-- One check of one window and cost 1 on a packed log of one block, read
+-- whole in `value` (the usual call), taken straight through: the head
+-- moved past entries at or below `floor`, and an admitted entry appended
+-- into the block, with one SETRANGE; the same checks and the same bytes
+-- as open_packed, trim_through, count_above and record. Nil, having
+-- written nothing, where the call is not that one (the log empties or
+-- grows, the entry is older than the newest, the value is anything else).
+-- Otherwise whether it admitted, the count after the call, the newest
+-- entry, and for a denial the entry its wait is for (rank len - limit),
+-- having kept nothing it read (packed.release is not needed).
+packed.check_one = function(key, value, floor, limit, now)
+  local one = packed.block
+  local len = #value
+  if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string_byte(value, 5) ~= 2 then return nil end
+  local stop = P_HEADER + P_BLOCK
+  if stop > len then stop = len end
+  -- The parse: kept for these bytes (a denial's, mostly), or made here
+  -- with parsing's checks. Its block is read where the call needs it.
+  local known = p_parses[value]
+  local head_rank, newest, oldest, live, b, offset
+  if known then
+    if known[2] ~= 0 or known[3] ~= 0 then return nil end
+    head_rank, newest, oldest, live = known[1], known[5], known[6], known[7]
+  else
+    local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
+      struct_unpack('<c4BBHI4I4I4I4', value)
+    if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
+        or head_block ~= 0 or tail ~= 0 then
+      return nil
+    end
+    b = p_block(value, P_HEADER + 1, stop, one)
+    newest = p_head_ends(b, rank, b, -1)
+    if not newest then return nil end
+    head_rank, offset = rank, (rank - b.before) % TWO_32
+    live = b.n - offset
+    oldest = live == 1 and newest or offset == 0 and b.first
+  end
+  -- Trimmed, as trim_through (a floor below 0 trims nothing; one at or
+  -- past the newest entry empties the log).
+  local moved = false
+  if floor >= 0 then
+    if floor >= newest then return nil end
+    if not (oldest and floor < oldest) then
+      if not b then
+        b = p_block(value, P_HEADER + 1, stop, one)
+        offset = (head_rank - b.before) % TWO_32
+      end
+      -- (As p_oldest_time.)
+      oldest = oldest or live == 1 and newest or p_time_of(b, offset) or MAX_MS
+      if floor >= oldest then
+        local dropped = p_count_through_block(b, floor) - offset
+        if dropped >= live then return nil end
+        if dropped > 0 then
+          head_rank, offset, live = (head_rank + dropped) % TWO_32, offset + dropped, live - dropped
+          oldest, moved = false, true
+        end
+      end
+    end
+  end
+  if live + 1 > limit then
+    local score
+    if limit >= 1 then
+      -- The entry the wait is for (as score_at).
+      local rank = live - limit
+      if rank == live - 1 then
+        score = newest
+      elseif rank == 0 and oldest then
+        score = oldest
+      else
+        if not b then
+          b = p_block(value, P_HEADER + 1, stop, one)
+          offset = (head_rank - b.before) % TWO_32
+        end
+        score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
+      end
+    end
+    one.t, one.s = false, false
+    if moved then
+      redis_call('SETRANGE', key, '8', struct_pack('<I4I4', head_rank, 0))
+    elseif not known then
+      p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
+    end
+    return false, live, newest, score
+  end
+  if now < newest then return nil end
+  -- The append, as record's: in the block, or nothing written.
+  if not b then b = p_block(value, P_HEADER + 1, stop, one) end
+  -- (p_blocks 1: an entry the block does not take is left to record.)
+  p_value, p_len, p_tail, p_head_block, p_blocks = value, len, 0, 0, 1
+  local at, bytes, opened = p_append(b, now, 1)
+  if not at or opened then return nil end
+  -- Nothing read is kept: the call ends without packed.release.
+  p_value, one.t, one.s = false, false, false
+  if moved then
+    -- The moved head and the block's changed bytes: one range from the head.
+    bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
+    at = 8
+  end
+  redis_call('SETRANGE', key, num(at), bytes)
+  return true, live + 1, now
+end
+
+packed.log = open_packed
+-- The packed log's methods, and whether its key holds a log.
+packed.methods = Packed
+packed.exists = function() return p_exists end
+packed.release = function()
+  p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
+  packed.block.t, packed.block.s = false, false
+end
+
+return packed

@@ -1,0 +1,165 @@
+
+--[[ The log as a sorted set: one member per entry, scored by its time. ]]
+
+-- Random-looking 14-digit members from the clock (the first is
+-- 10^13 + ((seconds mod 90000) * 10^6 + microseconds) * 1000), unique
+-- within the key: consecutive numbers, added up to ZADD_AT_MOST at a time
+-- with ZADD NX, and more for any that clashed with a member already there.
+local ZADD_AT_MOST = 500
+local function add_members(key, at, count, member)
+  if count == 1 then
+    -- The usual call: one entry, no argument list to build.
+    count = 1 - redis_call('ZADD', key, 'NX', num(at), string_format('%d', member))
+    member = member + 1
+  end
+  -- Many entries share one score text (Redis would format a number
+  -- passed each time).
+  local score = count > 0 and num(at)
+  while count > 0 do
+    local n = count < ZADD_AT_MOST and count or ZADD_AT_MOST
+    local args = {}
+    for i = 0, n - 1 do
+      args[2 * i + 1] = score
+      args[2 * i + 2] = whole_text(member + i)
+    end
+    count = count - redis_call('ZADD', key, 'NX', unpack(args))
+    member = member + n
+  end
+end
+
+
+-- The newest entries up to this many are read in one ZRANGE (a denial's
+-- wait and its reset, then one read). Each score read costs Redis a
+-- double formatted as text and Lua one parsed back: more would cost more
+-- than a second read.
+local TAIL_AT_MOST = 2
+
+-- ZCOUNT and ZRANGE by rank are O(log N). What a call has read is kept
+-- until it writes: the count (ZCARD, kept through its own ZADD), the
+-- floor the log was last trimmed to (counting above it or any lower floor
+-- is the count), the newest entries read by rank, and the newest entry
+-- once known (the call's ZADD into an empty log tells it).
+--
+-- Functions never run at once, so a call has one log open: its state is
+-- in the locals below, which the call that opens a log sets afresh, and
+-- the log is the table of methods over them. (A table per call, or one
+-- reused, costs a hundred or two instructions per field read or set,
+-- where a local costs a few; a new table more than the rest of a
+-- denial's decision.) What is not known is false.
+local Zset = {}
+local z_key, z_first_member, z_trimmed_to, z_card, z_tail_from, z_tail, z_newest_at
+
+-- The log in `key`, where a call adds members from `first_member`;
+-- `trimmed_to`, when given, is a floor the caller has
+-- already trimmed it to.
+local function zset_log(key, first_member, trimmed_to)
+  z_key, z_first_member, z_trimmed_to = key, first_member, trimmed_to or false
+  z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false
+  return Zset
+end
+
+function Zset:forget() z_card, z_tail_from, z_tail, z_newest_at = false, false, false, false end
+
+function Zset:len()
+  local card = z_card
+  if not card then
+    card = redis_call('ZCARD', z_key)
+    z_card = card
+  end
+  return card
+end
+
+function Zset:count_above(floor)
+  local trimmed_to = z_trimmed_to
+  if trimmed_to and floor <= trimmed_to then return self:len() end
+  return redis_call('ZCOUNT', z_key, above(floor), '+inf')
+end
+
+function Zset:score_at(rank)
+  if rank < 0 then return nil end
+  local tail_from = z_tail_from
+  if tail_from and rank >= tail_from then return z_tail[rank - tail_from + 1] end
+  local from_newest = self:len() - rank
+  if from_newest == 1 then
+    -- The newest alone, kept as such (no list of one).
+    local newest = z_newest_at
+    if not newest then
+      local entry = redis_call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
+      newest = entry[2] and entry[2] + 0
+      z_newest_at = newest or false
+    end
+    return newest
+  end
+  if from_newest > TAIL_AT_MOST then
+    local at = num(rank)
+    local entry = redis_call('ZRANGE', z_key, at, at, 'WITHSCORES')
+    return entry[2] and entry[2] + 0
+  end
+  local entries = redis_call('ZRANGE', z_key, num(rank), '-1', 'WITHSCORES')
+  local tail = {}
+  for i = 2, #entries, 2 do tail[i / 2] = entries[i] + 0 end
+  z_tail_from, z_tail = rank, tail
+  return tail[1]
+end
+
+-- The newest entry. Where the caller has just recorded entries at
+-- `recorded_at`, a count tells whether any is later, without reading a
+-- score (each read costs a double formatted and parsed back); where they
+-- went into an empty log, they are the newest.
+function Zset:newest(recorded_at)
+  if z_newest_at then return z_newest_at end
+  if recorded_at and redis_call('ZCOUNT', z_key, above(recorded_at), '+inf') == 0 then
+    return recorded_at
+  end
+  return self:score_at(self:len() - 1)
+end
+
+function Zset:trim_through(floor)
+  local trimmed_to = z_trimmed_to
+  if trimmed_to and floor <= trimmed_to then return end
+  redis_call('ZREMRANGEBYSCORE', z_key, '-inf', num(floor))
+  self:forget()
+  z_trimmed_to = floor
+end
+
+function Zset:record(at, count)
+  add_members(z_key, at, count, z_first_member)
+  local known = z_card
+  self:forget()
+  if known then z_card = known + count end
+  if known == 0 then z_newest_at = at end
+  if z_trimmed_to and at <= z_trimmed_to then z_trimmed_to = false end
+end
+
+function Zset:cap_to(max_entries)
+  local excess = self:len() - max_entries
+  if excess > 0 then
+    redis_call('ZREMRANGEBYRANK', z_key, '0', num(excess - 1))
+    self:forget()
+  end
+end
+
+function Zset:drop_newest(count)
+  redis_call('ZREMRANGEBYRANK', z_key, num(-count), '-1')
+  self:forget()
+end
+
+-- A sorted set is never found damaged, and has no dead slots.
+function Zset:finish() return true end
+function Zset:reclaim() end
+
+-- Every entry as SWL.ENTRIES replies it: integers where whole, doubles
+-- otherwise (fractional, infinite), which a RESP2 client reads as the
+-- text ZRANGE shows and a RESP3 one as doubles, as from the module.
+function Zset:entries()
+  local times = {}
+  local scores = redis_call('ZRANGE', z_key, '0', '-1', 'WITHSCORES')
+  for i = 2, #scores, 2 do
+    local score = tonumber(scores[i])
+    local whole = score == math.floor(score) and math.abs(score) < 9.2e18
+    times[#times + 1] = whole and score or { double = score }
+  end
+  return times
+end
+
+return { log = zset_log }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Joins the function library's modules, lua/*.lua, into scripts/swl.lua:
+# one file because Redis loads one, written as src/ is. Each module's
+# chapter opens with a comment naming its file and the Rust it mirrors.
+# A module that ends by returning its table is joined as a function
+# called once (`local name = (function() ... end)()`), so its locals are
+# its own: the main chunk keeps to the few the plain modules declare
+# (Lua allows a function 200; tests/library.rs counts them).
+#
+#   scripts/build-library.sh        rewrites scripts/swl.lua
+#   scripts/build-library.sh OUT    writes OUT instead
+#
+# After a change under lua/, run it (make library) and commit both: the
+# clients embed scripts/swl.lua, and a test fails where it is not this
+# script's output.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/scripts/swl.lua}
+
+# In order: the module, how it is joined (plain: its top-level locals are
+# the main chunk's; table: it returns its table), the Rust it mirrors.
+modules=(
+    "config plain"
+    "error plain src/error.rs"
+    "prelude plain"
+    "request table src/request.rs"
+    "window table src/window.rs"
+    "zset table src/redis/zset.rs"
+    "compact table src/compact.rs"
+    "packed table src/packed.rs"
+    "commands table src/commands.rs"
+    "lib plain src/lib.rs"
+)
+
+tmp=$(mktemp "$out.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+{
+    first=1
+    for entry in "${modules[@]}"; do
+        read -r name joined mirror <<<"$entry"
+        file="lua/$name.lua"
+        # The first module opens the file with the library's shebang line.
+        if [ "$first" = 0 ]; then
+            echo
+            echo "--[[ ======== $name: $file${mirror:+ (mirrors $mirror)} ======== ]]"
+            echo
+        fi
+        first=0
+        if [ "$joined" = table ]; then
+            echo "local $name = (function()"
+            cat "$root/$file"
+            echo "end)()"
+        else
+            cat "$root/$file"
+        fi
+    done
+} >"$tmp"
+chmod 644 "$tmp"
+mv "$tmp" "$out"
+trap - EXIT
