@@ -7,8 +7,10 @@
 # its own: the main chunk keeps to the few the plain modules declare
 # (Lua allows a function 200; tests/library.rs counts them).
 #
-#   scripts/build-library.sh        rewrites scripts/swl.lua
-#   scripts/build-library.sh OUT    writes OUT instead
+#   scripts/build-library.sh                  rewrites scripts/swl.lua
+#   scripts/build-library.sh OUT              writes OUT instead
+#   scripts/build-library.sh OUT EXTRA.lua... appends test-only modules
+#                                             (plain), as tests build them
 #
 # After a change under lua/, run it (make library) and commit both: the
 # clients embed scripts/swl.lua, and a test fails where it is not this
@@ -16,6 +18,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/scripts/swl.lua}
+extra=("${@:2}")
 
 # In order: the module, how it is joined (plain: its top-level locals are
 # the main chunk's; table: it returns its table), the Rust it mirrors.
@@ -53,6 +56,12 @@ trap 'rm -f "$tmp"' EXIT
         else
             cat "$root/$file"
         fi
+    done
+    for file in "${extra[@]}"; do
+        echo
+        echo "--[[ ======== test only: $file ======== ]]"
+        echo
+        cat "$file"
     done
 } >"$tmp"
 chmod 644 "$tmp"

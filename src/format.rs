@@ -483,3 +483,6 @@ mod arrival_tests {
         assert!(of("crafted after blocks' first times") < 2.5);
     }
 }
+
+#[cfg(test)]
+mod vectors;
