@@ -1449,6 +1449,18 @@ steady_workload() {
     esac
 }
 
+# The commands a path's calls issued since the last reset, per call of
+# `outer` (its commandstats name): "name calls usec" for each, the
+# commands' own server time per call; the bench's own CONFIG, INFO and
+# COPY left out.
+nested_per_call() {
+    cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v outer="cmdstat_$1" '
+        $1 == outer { calls = $3 }
+        $1 ~ /^cmdstat_/ && $1 != outer && $1 !~ /^cmdstat_(config|info|copy|del|flushall|function|script)/ {
+            name[++k] = substr($1, 9); n[k] = $3; us[k] = $5 }
+        END { for (i = 1; i <= k; i++) if (calls > 0) printf "%s %.2f %.2f\n", name[i], n[i] / calls, us[i] / calls }'
+}
+
 # Server time per call (INFO commandstats) of a client's log in steady
 # state: n entries spread evenly over a one-hour window, each call one
 # spacing (3,600,000 / n ms) later with now_ms passed in, so that it trims
@@ -1465,7 +1477,7 @@ steady_workload() {
 # and to admit (denied: deny) one more call.
 steady_cost() {
     local n path workload round warm from fixed problems=()
-    local -A us stat
+    local -A us stat nested
     for path in "${STEADY_PATHS[@]}"; do
         case "$path" in script) stat[$path]=evalsha ;; lib*) stat[$path]=fcall ;; mod*) stat[$path]=swl.check ;; esac
     done
@@ -1500,6 +1512,8 @@ steady_cost() {
                     cli config resetstat >/dev/null
                     steady_workload "$path" "$workload" "$from" $((from + STEADY_CALLS)) "$n" "$fixed" | pipe_measured
                     rounds+=("$path:$workload $(call_time "${stat[$path]}")")
+                    # Where a library call's time goes, from the last round.
+                    [[ "$path" = lib* ]] && nested[$n:$workload:$path]=$(nested_per_call "${stat[$path]}")
                 done
             done
         done
@@ -1538,10 +1552,77 @@ steady_cost() {
     done
     echo "(server microseconds per call, INFO commandstats; median of $STEADY_ROUNDS rounds of $(commas "$STEADY_CALLS") calls, the paths in turn; in parentheses the time over the script's on the same workload; the script's two-window row is the script with a ZCOUNT for the minute)"
     echo "two windows, swl.lua format 2 over swl.lua sorted set, by entries:${versus%,}"
+    steady_bounds
+    steady_breakdown
     if [ "${#problems[@]}" -gt 0 ]; then printf 'NOT AS BUILT: %s\n' "${problems[@]}"; fi
     cli flushall >/dev/null
     cli config set swl.encoding zset >/dev/null
     load_library zset
+}
+
+# The library's targets on logs in steady state (the ratio, and whether
+# it is within its bound), at each size, from steady_cost's figures (`us`
+# in its scope).
+steady_bounds() {
+    local n first=${STEADY_SIZES%% *} row='%-44s %8s'
+    local rows=(
+        "format 2 admitted / the script:lib2:one:script:one:2"
+        "format 2 denied / the script:lib2:denied:script:denied:2.5"
+        "sorted set admitted / the script:libz:one:script:one:1.8"
+        "sorted set denied / the script:libz:denied:script:denied:2.5"
+        "format 2 two windows / sorted set two:lib2:two:libz:two:1.3"
+        "format 2 3rd call 30 ms behind / the script:lib2:behind:script:behind:2.5"
+    )
+    echo
+    echo "The function library against its targets (ratio, and within the bound: yes or no)"
+    # shellcheck disable=SC2059
+    printf "$row" target bound
+    for n in $STEADY_SIZES; do printf ' %16s' "$(commas "$n")"; done
+    echo
+    local entry label path workload base base_workload bound r
+    for entry in "${rows[@]}"; do
+        IFS=: read -r label path workload base base_workload bound <<<"$entry"
+        # shellcheck disable=SC2059
+        printf "$row" "$label" "$bound"
+        for n in $STEADY_SIZES; do
+            r=$(ratio "${us[$n:$workload:$path]}" "${us[$n:$base_workload:$base]}")
+            printf ' %16s' "$r $(at_most "$r" "$bound")"
+        done
+        echo
+    done
+    # Format 1 is held to its own cost at the smallest size: flat in N.
+    for workload in "${STEADY_WORKLOADS[@]}"; do
+        # shellcheck disable=SC2059
+        printf "$row" "format 1 $workload / itself at $(commas "$first")" 1.25
+        for n in $STEADY_SIZES; do
+            r=$(ratio "${us[$n:$workload:lib1]}" "${us[$first:$workload:lib1]}")
+            printf ' %16s' "$r $(at_most "$r" 1.25)"
+        done
+        echo
+    done
+}
+
+# Where a library call's time goes (the last round of each): the commands
+# it issues per call and their own server time, and the rest, which is
+# Lua's (and each redis.call's cost in Lua: argument and reply
+# conversion). From steady_cost's `us` and `nested`.
+steady_breakdown() {
+    local n workload path total cmds own
+    echo
+    echo "Where a library call's time goes (server microseconds per call: the commands it issues, and the rest, Lua's)"
+    printf '%-8s %-10s %-6s %8s %8s %8s  %s\n' entries workload path total commands rest "commands per call"
+    for n in $STEADY_SIZES; do
+        for workload in "${STEADY_WORKLOADS[@]}"; do
+            for path in lib2 lib1 libz; do
+                total=${us[$n:$workload:$path]}
+                own=$(echo "${nested[$n:$workload:$path]}" | awk '{ s += $3 } END { printf "%.2f", s }')
+                cmds=$(echo "${nested[$n:$workload:$path]}" | awk '$2 > 0 { printf "%s%s %.2f", (k++ ? ", " : ""), $1, $2 }')
+                printf '%-8s %-10s %-6s %8s %8s %8s  %s\n' "$(commas "$n")" "$workload" "$path" "$total" "$own" \
+                    "$(awk -v t="$total" -v c="$own" 'BEGIN { if (t ~ /^[0-9.]+$/) printf "%.2f", t - c; else print "n/a" }')" "$cmds"
+            done
+        done
+    done
+    echo "(commands: their own server time, as INFO commandstats counts each; rest: the call's time less theirs)"
 }
 
 start_server
