@@ -58,11 +58,13 @@ local HIGH_OF_2_53 = 2097152
 -- redis.register_function), so the first call binds them on its way in.
 local redis_call, redis_pcall, string_byte, string_char, string_format
 local struct_pack, struct_unpack, unpack
+local rawget, rawset, setmetatable
 local function bind_globals()
   redis_call, redis_pcall = redis.call, redis.pcall
   string_byte, string_char, string_format = string.byte, string.char, string.format
   -- (The global unpack, which the local of that name hides.)
   struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
+  rawget, rawset, setmetatable = _G.rawget, _G.rawset, _G.setmetatable
 end
 
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
@@ -1338,9 +1340,9 @@ end)()
 local packed = (function()
 --[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
 times in Elias-Fano blocks of 256 bytes. Read and written with the
-module's exact bytes. A block is read once per call, as a table of its
-bytes (one string.byte), and scanned with table lookups rather than calls:
-each call, lookup and table shows at this rate. ]]
+module's exact bytes. A block is read once per call and read where it
+lies, a few bytes at a time (its high bits eight at a time); the table of
+its bytes that the code rewriting a block works on is made only there. ]]
 
 -- The packed log in a key (packed.log, see open_packed), the usual check
 -- on one (packed.check_one), and what a call read of one, dropped when it
@@ -1426,45 +1428,101 @@ local function p_extent(len, index)
   return start, stop - start
 end
 
--- A block as a table: its bytes t[1..e] and its fields; in `into` where
--- given (a table a call reuses rather than makes).
+-- A block read where it lies: byte k of it (from 1) is byte at + k of
+-- `str`, for k up to its extent e, and its header's fields decoded. Its
+-- bytes as a table (`t`, what the code that rewrites a block works on)
+-- are made only where that code asks for them: a call that reads a few
+-- fields of two blocks makes no table of 256 bytes (each costs about
+-- what the rest of a check does). Blocks under construction (p_open)
+-- have their `t` from the start. `s` is the block's string where it is
+-- all of one.
+local BLOCK_TABLE = {
+  __index = function(b, key)
+    if key ~= 't' then return nil end
+    local t = { string_byte(b.str, b.at + 1, b.at + b.e) }
+    b.t, b.tb = t, t
+    return t
+  end,
+}
+
+-- Block `bytes` (from byte `from` to `to` where given), in `into` where
+-- given (a table a call reuses rather than makes). Its `tb` is its table
+-- where made, false until then (a field always there: reading one that
+-- is not calls the metatable's __index); `ends` is what p_check_ends
+-- found, -1 until it is asked.
 local function p_block(bytes, from, to, into)
-  local t = { string_byte(bytes, from or 1, to or -1) }
-  local l = t[8]
-  -- (t[8] itself is what validation checks against P_MAX_L.)
-  if l > 63 then l = 63 end
-  local first = t[1] + t[2] * 256 + t[3] * 65536 + t[4] * 16777216 + t[5] * 4294967296
-    + t[6] * 1099511627776 + t[7] * 281474976710656
-  local before = t[9] + t[10] * 256 + t[11] * 65536 + t[12] * 16777216
-  local n, top = t[13] + t[14] * 256, t[15] + t[16] * 256
-  if into then
-    into.t, into.e, into.s, into.first, into.l = t, #t, not from and bytes, first, l
-    into.before, into.n, into.top = before, n, top
-    return into
+  local last = #bytes
+  if to and to < last then last = to end
+  local lo, mid, hi, l8, before, n, top = struct_unpack('<I4I2BBI4I2I2', bytes, from or 1)
+  local b = into
+  if not b then
+    b = setmetatable({}, BLOCK_TABLE)
+  else
+    if not into.mt then into.mt = setmetatable(into, BLOCK_TABLE) end
+    rawset(b, 't', nil)
   end
-  return { t = t, e = #t, s = not from and bytes, first = first, l = l, before = before, n = n, top = top }
+  b.str, b.at, b.e, b.s, b.tb, b.ends = bytes, (from or 1) - 1, last - (from or 1) + 1, not from and bytes, false, -1
+  -- (l8 as stored is what validation checks against P_MAX_L.)
+  b.first, b.l8, b.l = lo + mid * 4294967296 + hi * 281474976710656, l8, l8 > 63 and 63 or l8
+  b.before, b.n, b.top = before, n, top
+  return b
 end
 
--- Entry i's low part.
+-- Byte k of block b, 0 past its extent.
+local function p_byte(b, k)
+  local t = b.tb
+  if t then return t[k] or 0 end
+  if k > b.e then return 0 end
+  return string_byte(b.str, b.at + k)
+end
+
+-- Byte k of block b from its end (k = 0: its last), 0 before the payload.
+local function p_high_byte(b, k)
+  local e = b.e
+  if k >= e - 16 then return 0 end
+  local t = b.tb
+  if t then return t[e - k] end
+  return string_byte(b.str, b.at + e - k)
+end
+
+-- Entry i's low part: floor(bytes / 2^shift) mod 2^l, the bytes from the
+-- field's first (0 past the block's extent), in the order of operations
+-- that matches the module's read_bits (exact below 2^53).
 local function p_low(b, i)
   local l = b.l
   if l == 0 then return 0 end
-  local t, p = b.t, i * l
+  local p = i * l
   local shift = p % 8
   local k = 17 + (p - shift) / 8
-  local byte = t[k] or 0
+  local width = shift + l
   local scale = POW2[shift]
-  if shift + l <= 8 then return (byte - byte % scale) / scale % POW2[l] end
-  if shift + l <= 32 then
+  local t, e = b.tb, b.e
+  if width <= 8 then
+    local x0
+    if t then x0 = t[k] or 0 elseif k <= e then x0 = string_byte(b.str, b.at + k) else x0 = 0 end
+    return (x0 - x0 % scale) / scale % POW2[l]
+  end
+  if width <= 32 then
     -- Within four bytes: read them as one number.
-    local x = byte + (t[k + 1] or 0) * 256 + (t[k + 2] or 0) * 65536 + (t[k + 3] or 0) * 16777216
+    local x0, x1, x2, x3
+    if t then
+      x0, x1, x2, x3 = t[k] or 0, t[k + 1] or 0, t[k + 2] or 0, t[k + 3] or 0
+    else
+      local last = k + (width - 1 - (width - 1) % 8) / 8
+      if last > e then last = e end
+      local at = b.at
+      x0, x1, x2, x3 = string_byte(b.str, at + k, at + last)
+      x0, x1, x2, x3 = x0 or 0, x1 or 0, x2 or 0, x3 or 0
+    end
+    local x = x0 + x1 * 256 + x2 * 65536 + x3 * 16777216
     return (x - x % scale) / scale % POW2[l]
   end
+  local byte = p_byte(b, k)
   local value = (byte - byte % scale) / scale
   local done = 8 - shift
   while done < l do
     k = k + 1
-    byte = t[k] or 0
+    byte = p_byte(b, k)
     local need = l - done
     if need < 8 then byte = byte % POW2[need] end
     value = value + byte * POW2[done]
@@ -1477,19 +1535,40 @@ end
 -- block's end; past the payload, 0).
 local function p_high_bit(b, j)
   local r = j % 8
-  local k = (j - r) / 8
-  local byte = k < b.e - 16 and b.t[b.e - k] or 0
+  local byte = p_high_byte(b, (j - r) / 8)
   return (byte - byte % POW2[r]) / POW2[r] % 2 == 1
 end
 
--- The position of entry i's high bit.
+-- The position of entry i's high bit. The high bytes are read from the
+-- block's end eight at a time (one string.byte, their ones summed), and
+-- one at a time within the eight that hold it.
 local function p_select(b, i)
-  local t, e, seen = b.t, b.e, 0
-  for k = 0, e - 17 do
-    local byte = t[e - k]
+  local t, e, seen = b.tb, b.e, 0
+  if t then
+    for k = 0, e - 17 do
+      local byte = t[e - k]
+      local ones = POPCOUNT[byte]
+      if seen + ones > i then return k * 8 + NTH_ONE[8 * byte + i - seen] end
+      seen = seen + ones
+    end
+    return nil
+  end
+  -- q: the string index of the next byte back (last - q bytes from the
+  -- block's end); the payload starts at front.
+  local str, last = b.str, b.at + e
+  local q, front = last, b.at + 17
+  while q - 7 >= front do
+    local x1, x2, x3, x4, x5, x6, x7, x8 = string_byte(str, q - 7, q)
+    local ones = POPCOUNT[x1] + POPCOUNT[x2] + POPCOUNT[x3] + POPCOUNT[x4]
+      + POPCOUNT[x5] + POPCOUNT[x6] + POPCOUNT[x7] + POPCOUNT[x8]
+    if seen + ones > i then break end
+    seen, q = seen + ones, q - 8
+  end
+  while q >= front do
+    local byte = string_byte(str, q)
     local ones = POPCOUNT[byte]
-    if seen + ones > i then return k * 8 + NTH_ONE[8 * byte + i - seen] end
-    seen = seen + ones
+    if seen + ones > i then return (last - q) * 8 + NTH_ONE[8 * byte + i - seen] end
+    seen, q = seen + ones, q - 1
   end
   return nil
 end
@@ -1518,21 +1597,37 @@ local function p_count_through_block(b, at)
   if h > b.top then return n end
   local ones, zeros, j = 0, 0, 0
   if h > 0 then
-    -- The high bits a byte at a time from the block's end, counting zeros
-    -- (the fewest operations a byte: this is a count's inner loop).
-    local t, e, found = b.t, b.e, false
-    for x = e, 17, -1 do
-      local byte = t[x]
+    -- The high bits from the block's end up to their h-th zero, counting
+    -- zeros: eight bytes at a time (one string.byte) while the zero lies
+    -- past them, then a byte at a time.
+    local t, e, found = b.tb, b.e, false
+    local str, last = b.str, b.at + e
+    local q, front = last, b.at + 17
+    if t then
+      -- (A table's byte x is the string's byte at + x.)
+      str, last, q, front = false, e, e, 17
+    else
+      while q - 7 >= front do
+        local x1, x2, x3, x4, x5, x6, x7, x8 = string_byte(str, q - 7, q)
+        local z = ZEROS[x1] + ZEROS[x2] + ZEROS[x3] + ZEROS[x4] + ZEROS[x5] + ZEROS[x6]
+          + ZEROS[x7] + ZEROS[x8]
+        if zeros + z >= h then break end
+        zeros, q = zeros + z, q - 8
+      end
+    end
+    while q >= front do
+      local byte = t and t[q] or string_byte(str, q)
       local byte_zeros = ZEROS[byte]
       if zeros + byte_zeros < h then
-        zeros = zeros + byte_zeros
+        zeros, q = zeros + byte_zeros, q - 1
       else
         -- Past this byte's (h - zeros)-th zero: the ones before it are
         -- the bits it passes less those zeros.
         local need = h - zeros
         local bit = NTH_ONE[8 * (255 - byte) + need - 1] + 1
-        ones = (e - x) * 8 - zeros + bit - need
-        j, found = (e - x) * 8 + bit, true
+        local passed = (last - q) * 8
+        ones = passed - zeros + bit - need
+        j, found = passed + bit, true
         break
       end
     end
@@ -1549,29 +1644,38 @@ end
 
 -- The newest entry's time, for a block at either end of the live range;
 -- nil where it does not hold the times it says (as the module's check_ends).
-local function p_check_ends(b)
-  local n, l, top, t, e = b.n, b.l, b.top, b.t, b.e
-  if n == 0 or t[8] > P_MAX_L or b.first > MAX_MS then return nil end
+local function p_read_ends(b)
+  local n, l, top, e = b.n, b.l, b.top, b.e
+  local l8 = b.tb and b.tb[8] or b.l8
+  if n == 0 or l8 > P_MAX_L or b.first > MAX_MS then return nil end
   local low_bits, high_bits = n * l + 7, top + n + 7
   if 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8 > e then return nil end
   -- The high bits of entry 0 (bit 0) and of entry n - 1 (bit top + n - 1).
-  if t[e] % 2 == 0 then return nil end
+  if p_high_byte(b, 0) % 2 == 0 then return nil end
   local j = top + n - 1
   local r = j % 8
-  if t[e - (j - r) / 8] % POW2[r + 1] < POW2[r] then return nil end
+  if p_high_byte(b, (j - r) / 8) % POW2[r + 1] < POW2[r] then return nil end
   local time = b.first + top
   if l > 0 then
-    -- Entry 0's low field is zero: its first `l` bits, read as one number
-    -- where they lie in four bytes (a block has at least 32).
-    if l <= 32 then
-      if (t[17] + t[18] * 256 + t[19] * 65536 + t[20] * 16777216) % POW2[l] ~= 0 then return nil end
-    elseif p_low(b, 0) ~= 0 then
-      return nil
-    end
+    -- Entry 0's low field is zero.
+    if p_low(b, 0) ~= 0 then return nil end
     time = b.first + top * POW2[l] + p_low(b, n - 1)
   end
   if time > MAX_MS then return nil end
   return time
+end
+
+-- p_read_ends, kept on a block read from a value until the call changes
+-- it (`ends`: -1 until asked; a block under construction keeps none).
+local function p_check_ends(b)
+  local ends = b.ends
+  if ends == -1 then
+    ends = p_read_ends(b) or false
+    b.ends = ends
+  elseif ends == nil then
+    ends = p_read_ends(b) or false
+  end
+  return ends or nil
 end
 
 -- Every entry's time appended to `into`, each bit checked; false where
@@ -1709,7 +1813,7 @@ local function p_open(time, l, before)
   end
   t[13] = 1
   t[P_BLOCK] = 1
-  return { t = t, e = P_BLOCK, first = time, l = l, before = before, n = 1, top = 0 }
+  return { t = t, tb = t, e = P_BLOCK, first = time, l = l, before = before, n = 1, top = 0 }
 end
 
 -- Adds one entry at `time` (no older than its newest) to a building block
@@ -1931,9 +2035,14 @@ local function p_block_at(index)
     local stop = start + P_BLOCK
     if stop > p_len then stop = p_len end
     if start > stop then start = stop end
-    -- Read off the value at hand without a copy of the block.
+    -- Read off the value at hand, or what the call read of it, where it
+    -- lies (a copy of the block costs a hash of its bytes).
     if p_value then
       b = p_block(p_value, start + 1, stop)
+    elseif p_start and stop <= #p_start then
+      b = p_block(p_start, start + 1, stop)
+    elseif p_region and start >= p_region_from and stop <= p_region_from + #p_region then
+      b = p_block(p_region, start - p_region_from + 1, stop - p_region_from)
     else
       b = p_block(p_read(start, stop - start))
     end
@@ -2257,6 +2366,40 @@ end
 -- Records one entry at `at`, no older than the newest, into the tail block
 -- (`tail`, its table) or a free block after it: the bytes to write at an
 -- offset, and the tail where it moves; nil where neither takes it.
+-- The field bytes p_append_one writes, at their block indices.
+local FIELD = {}
+
+-- p_append of the usual call, one entry whose `l` is the block's, read
+-- and written where the block lies (its table is never made): its low
+-- field and its high bit, and the counters. The bytes to write from the
+-- counters to the high bit, the bytes between as they were. The block
+-- read is dropped (a later read asks the server again).
+local function p_append_one(tail, start, h, low)
+  local n, l, e, str, base = tail.n, tail.l, tail.e, tail.str, tail.at
+  local field = n * l
+  local j = h + n
+  local r = j % 8
+  local at_byte = e - (j - r) / 8
+  local high = p_byte(tail, at_byte)
+  if high % POW2[r + 1] < POW2[r] then high = high + POW2[r] end
+  local field_from = 17 + (field - field % 8) / 8
+  local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
+  local bytes = ''
+  if l > 0 then
+    -- The field's bytes as they are, then its bits written (as p_write_bits
+    -- writes them into a block's table).
+    local fill_to = field_to > field_from + 3 and field_to or field_from + 3
+    for k = field_from, fill_to do FIELD[k] = p_byte(tail, k) end
+    p_write_bits(FIELD, field, l, low)
+    bytes = string_char(unpack(FIELD, field_from, field_to))
+  end
+  local m = n + 1
+  if p_tables and p_tables[p_tail] == tail then p_tables[p_tail] = nil end
+  tail.n, tail.top, tail.s, tail.ends = m, h, false, -1
+  return start + 12, struct_pack('<I2I2', m, h) .. string.sub(str, base + 17, base + field_from - 1)
+    .. bytes .. string.sub(str, base + field_to + 1, base + at_byte - 1) .. string_char(high)
+end
+
 local function p_append(tail, at, count)
   local first, n, l = tail.first, tail.n, tail.l
   -- A head block whose entries all sit at its first time takes `l` from
@@ -2273,6 +2416,9 @@ local function p_append(tail, at, count)
   local low_bits, high_bits = (n + count) * l + 7, h + n + count + 7
   local needed = 16 + (low_bits - low_bits % 8) / 8 + (high_bits - high_bits % 8) / 8
   if n + count > P_MAX_N or h > P_MAX_N then needed = P_BLOCK + 1 end
+  if needed <= e and count == 1 and l == tail.l and not tail.tb then
+    return p_append_one(tail, start, h, low)
+  end
   if needed <= e then
     local t, was = tail.t, tail.s
     local relaid = l ~= tail.l
@@ -2297,7 +2443,7 @@ local function p_append(tail, at, count)
       end
     end
     local m = n + count
-    tail.n, tail.top, tail.s = m, h, false
+    tail.n, tail.top, tail.s, tail.ends = m, h, false, -1
     t[13], t[14] = m % 256, (m - m % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
     -- The changed bytes, from the counters to the high bit: for one entry
@@ -2483,7 +2629,7 @@ function Packed.insert_in_place(at)
   p_set_high_bit(t, e, h + place)
   p_set_u16(t, 13, n + 1)
   p_set_u16(t, 15, new_top)
-  b.n, b.top, b.s = n + 1, new_top, false
+  b.n, b.top, b.s, b.ends = n + 1, new_top, false, -1
   local start = P_HEADER + index * P_BLOCK
   local parts = { string_char(unpack(t, 13, e)) }
   if index < p_tail then
@@ -2641,7 +2787,7 @@ function Packed:drop_newest(count)
   -- A block kept whole keeps its stored top, which parsing reads the
   -- newest entry from (another writer may have changed it).
   if keep_n < n then b.top = last_kept - (keep_n - 1) end
-  b.n, b.s = keep_n, false
+  b.n, b.s, b.ends = keep_n, false, -1
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
   -- (Read again as the module's parse would: see p_oldest_time.) A trim's
@@ -2740,7 +2886,9 @@ function Packed:entries()
 end
 
 -- The one block packed.check_one reads: its table, kept from call to call.
-packed.block = { t = false, e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 }
+-- (Its metatable is set as a call first reads into it: loading a library
+-- sees no setmetatable.)
+packed.block = { e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 }
 
 -- One check of one window and cost 1 on a packed log of one block, read
 -- whole in `value` (the usual call), taken straight through: the head
@@ -2818,7 +2966,7 @@ packed.check_one = function(key, value, floor, limit, now)
         score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
       end
     end
-    one.t, one.s = false, false
+    one.t, one.s, one.str = false, false, false
     if moved then
       redis_call('SETRANGE', key, '8', struct_pack('<I4I4', head_rank, 0))
     elseif not known then
@@ -2834,7 +2982,7 @@ packed.check_one = function(key, value, floor, limit, now)
   local at, bytes, opened = p_append(b, now, 1)
   if not at or opened then return nil end
   -- Nothing read is kept: the call ends without packed.release.
-  p_value, one.t, one.s = false, false, false
+  p_value, one.t, one.s, one.str = false, false, false, false
   if moved then
     -- The moved head and the block's changed bytes: one range from the head.
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
@@ -2850,7 +2998,7 @@ packed.methods = Packed
 packed.exists = function() return p_exists end
 packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
-  packed.block.t, packed.block.s = false, false
+  packed.block.t, packed.block.s, packed.block.str = false, false, false
 end
 
 return packed
