@@ -15,7 +15,6 @@ local HEADER_LEN = 24
 local MIN_SLOTS = 8
 local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
 local HEAD_AT = 16
-local HEAD_AT_TEXT = '16'
 -- How far below its oldest entry a value made from times is based (the
 -- module's ROOM_BELOW_MS).
 local ROOM_BELOW_MS = 60000
@@ -213,18 +212,18 @@ function Compact:reparse() c_parsed, c_valid = false, false end
 function Compact:read(at, n)
   local whole = c_whole
   if whole then return string.sub(whole, at + 1, at + n) end
-  return redis_call('GETRANGE', c_key, num(at), num(at + n - 1))
+  return keyspace.getrange(c_key, at, n)
 end
 
 -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
 -- whole by the same call.
 function Compact:value_len()
   if not c_size then
-    local start = c_header or redis_call('GETRANGE', c_key, '0', READ_WHOLE_LAST)
+    local start = c_header or keyspace.start(c_key)
     if #start < READ_WHOLE_AT_MOST then
       c_size, c_whole = #start, start
     else
-      c_size = redis_call('STRLEN', c_key)
+      c_size = keyspace.strlen(c_key)
       c_header = start
       if c_size == #start then c_whole = start end
     end
@@ -275,7 +274,7 @@ end
 
 function Compact:write_pending_head()
   if c_head_pending then
-    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, c_head_pending)
+    keyspace.setrange(c_key, HEAD_AT, c_head_pending)
     c_head_pending = false
   end
 end
@@ -287,11 +286,11 @@ function Compact:write(at, bytes)
   if c_head_pending and c_whole and at > HEAD_AT then
     c_head_pending = false
     self:overlay(at, bytes)
-    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
+    keyspace.setrange(c_key, HEAD_AT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
     return
   end
   self:write_pending_head()
-  redis_call('SETRANGE', c_key, num(at), bytes)
+  keyspace.setrange(c_key, at, bytes)
   self:overlay(at, bytes)
 end
 
@@ -321,7 +320,7 @@ end
 function Compact:set_whole(value)
   if #value > COLLECT_AFTER_BYTES then made_large = true end
   c_head_pending = false
-  redis_call('SET', c_key, value, 'KEEPTTL')
+  keyspace.set(c_key, value)
   c_exists = true
 end
 
@@ -337,7 +336,7 @@ end
 
 function Compact:unlink()
   c_head_pending = false
-  redis_call('UNLINK', c_key)
+  keyspace.unlink(c_key)
   c_exists, c_zero_from = false, false
   self:reread()
   self:reparse()
@@ -600,7 +599,7 @@ function Compact:reclaim()
   if c_damaged or not (c_valid or self:current()) or c_head * 2 <= c_capacity then return end
   -- Gone where the call's expiry had already passed (Redis 7.0 deletes
   -- such a key at once): nothing is left to copy, as in the module.
-  if redis_call('EXISTS', c_key) == 0 then return end
+  if not keyspace.exists(c_key) then return end
   if self:narrows_with(nil) and self:remake(nil) then return end
   self:rewrite(c_head, 0, 0, 0)
 end
@@ -700,7 +699,7 @@ function Compact:record(at, count)
     else
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched: a read asks the server again.
-      redis_call('SETRANGE', c_key, num(from), bytes)
+      keyspace.setrange(c_key, from, bytes)
       c_whole, c_header, c_blocks, c_zero_from = false, false, false, false
     end
     c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at

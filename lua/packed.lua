@@ -683,7 +683,7 @@ local function p_read(at, n)
   if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
     return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
   end
-  return redis_call('GETRANGE', p_key, num(at), num(at + n - 1))
+  return keyspace.getrange(p_key, at, n)
 end
 
 -- Block `index` as a table, read once per call.
@@ -855,7 +855,7 @@ local function p_block_through(at)
     p_searches = p_searches + 1
     if not p_value and not p_region and p_searches > 1 then
       p_region_from = P_HEADER + from_block * P_BLOCK
-      p_region = redis_call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+      p_region = keyspace.getrange(p_key, p_region_from, P_HEADER + tail * P_BLOCK - p_region_from)
     end
     -- Windows mostly end among the newest blocks: the search starts among
     -- them (as the module's, with SEARCHED_FIRST).
@@ -893,7 +893,7 @@ local function open_packed(key, exists, start)
     if start and #start < READ_WHOLE_AT_MOST then
       p_value, p_len, p_opened = start, #start, start
     else
-      p_len = redis_call('STRLEN', key)
+      p_len = keyspace.strlen(key)
     end
     p_valid = p_parse()
     if not p_valid then return nil end
@@ -911,7 +911,7 @@ end
 local function p_write_pending_head(patch)
   if p_head_pending then
     p_start = false
-    redis_call('SETRANGE', p_key, '8', p_head_pending)
+    keyspace.setrange(p_key, 8, p_head_pending)
     if patch and p_value then
       p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
     end
@@ -923,7 +923,7 @@ end
 local function p_write(at, bytes)
   p_write_pending_head(true)
   p_start, p_region = false, false
-  redis_call('SETRANGE', p_key, num(at), bytes)
+  keyspace.setrange(p_key, at, bytes)
   if p_value then
     p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
   end
@@ -933,14 +933,14 @@ end
 local function p_store(value)
   if #value > COLLECT_AFTER_BYTES then made_large = true end
   p_head_pending, p_start, p_region = false, false, false
-  redis_call('SET', p_key, value, 'KEEPTTL')
+  keyspace.set(p_key, value)
   p_exists, p_value, p_len = true, value, #value
   p_valid = p_parse()
 end
 
 local function p_unlink()
   p_head_pending, p_start, p_region = false, false, false
-  redis_call('UNLINK', p_key)
+  keyspace.unlink(p_key)
   p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
   p_tables, p_heads = false, false
 end
@@ -1340,7 +1340,7 @@ function Packed:record(at, count)
     if count <= P_MOST_PER_BLOCK then
       local value = p_new_of(at, count)
       p_head_pending, p_start = false, false
-      redis_call('SET', p_key, value, 'KEEPTTL')
+      keyspace.set(p_key, value)
       p_exists, p_value, p_len, p_valid = true, value, #value, true
       p_tables, p_heads = false, false
       p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
@@ -1357,7 +1357,7 @@ function Packed:record(at, count)
     local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
     if offset then
       p_write_pending_head()
-      redis_call('SETRANGE', p_key, num(offset), bytes)
+      keyspace.setrange(p_key, offset, bytes)
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched (the tail block's table is kept
       -- as written): a read asks the server again.
@@ -1506,7 +1506,7 @@ function Packed:reclaim()
   local recode = p_tail == p_head_block + 1 and p_head_offset() >= p_live
   if not recode and p_head_block * 2 < p_blocks then return end
   -- Gone where the call's expiry had already passed (see Compact:reclaim).
-  if redis_call('EXISTS', p_key) == 0 then return end
+  if not keyspace.exists(p_key) then return end
   if recode then
     local value = Packed.recoded(0)
     if value then p_store(value) end
@@ -1628,7 +1628,7 @@ packed.check_one = function(key, value, floor, limit, now)
     end
     one.t, one.s, one.str = false, false, false
     if moved then
-      redis_call('SETRANGE', key, '8', struct_pack('<I4I4', head_rank, 0))
+      keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
     elseif not known then
       p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
     end
@@ -1648,7 +1648,7 @@ packed.check_one = function(key, value, floor, limit, now)
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
     at = 8
   end
-  redis_call('SETRANGE', key, num(at), bytes)
+  keyspace.setrange(key, at, bytes)
   return true, live + 1, now
 end
 

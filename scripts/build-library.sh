@@ -29,6 +29,7 @@ modules=(
     "request table src/request.rs"
     "window table src/window.rs"
     "zset table src/redis/zset.rs"
+    "keyspace table src/redis/compact.rs"
     "compact table src/compact.rs"
     "packed table src/packed.rs"
     "commands table src/commands.rs"

@@ -573,6 +573,49 @@ end
 return { log = zset_log }
 end)()
 
+--[[ ======== keyspace: lua/keyspace.lua (mirrors src/redis/compact.rs) ======== ]]
+
+local keyspace = (function()
+-- The commands that read and write a compact log's string, as
+-- src/redis/compact.rs issues them: the codecs (compact, packed) reach the
+-- key through these alone, and issue none themselves. Offsets are
+-- numbers, lengths in bytes; what a codec reads is its bytes.
+local keyspace = {}
+
+-- `n` bytes from offset `at` (fewer past the value's end).
+function keyspace.getrange(key, at, n)
+  return redis_call('GETRANGE', key, num(at), num(at + n - 1))
+end
+
+-- The value's first READ_WHOLE_AT_MOST bytes.
+function keyspace.start(key)
+  return redis_call('GETRANGE', key, '0', READ_WHOLE_LAST)
+end
+
+function keyspace.strlen(key)
+  return redis_call('STRLEN', key)
+end
+
+function keyspace.setrange(key, at, bytes)
+  redis_call('SETRANGE', key, num(at), bytes)
+end
+
+-- The whole value written anew, the key's expiry kept.
+function keyspace.set(key, value)
+  redis_call('SET', key, value, 'KEEPTTL')
+end
+
+function keyspace.unlink(key)
+  redis_call('UNLINK', key)
+end
+
+function keyspace.exists(key)
+  return redis_call('EXISTS', key) == 1
+end
+
+return keyspace
+end)()
+
 --[[ ======== compact: lua/compact.lua (mirrors src/compact.rs) ======== ]]
 
 local compact = (function()
@@ -593,7 +636,6 @@ local HEADER_LEN = 24
 local MIN_SLOTS = 8
 local MIN_LEN = HEADER_LEN + MIN_SLOTS * 4
 local HEAD_AT = 16
-local HEAD_AT_TEXT = '16'
 -- How far below its oldest entry a value made from times is based (the
 -- module's ROOM_BELOW_MS).
 local ROOM_BELOW_MS = 60000
@@ -791,18 +833,18 @@ function Compact:reparse() c_parsed, c_valid = false, false end
 function Compact:read(at, n)
   local whole = c_whole
   if whole then return string.sub(whole, at + 1, at + n) end
-  return redis_call('GETRANGE', c_key, num(at), num(at + n - 1))
+  return keyspace.getrange(c_key, at, n)
 end
 
 -- The value's length; a value of at most READ_WHOLE_AT_MOST bytes is read
 -- whole by the same call.
 function Compact:value_len()
   if not c_size then
-    local start = c_header or redis_call('GETRANGE', c_key, '0', READ_WHOLE_LAST)
+    local start = c_header or keyspace.start(c_key)
     if #start < READ_WHOLE_AT_MOST then
       c_size, c_whole = #start, start
     else
-      c_size = redis_call('STRLEN', c_key)
+      c_size = keyspace.strlen(c_key)
       c_header = start
       if c_size == #start then c_whole = start end
     end
@@ -853,7 +895,7 @@ end
 
 function Compact:write_pending_head()
   if c_head_pending then
-    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, c_head_pending)
+    keyspace.setrange(c_key, HEAD_AT, c_head_pending)
     c_head_pending = false
   end
 end
@@ -865,11 +907,11 @@ function Compact:write(at, bytes)
   if c_head_pending and c_whole and at > HEAD_AT then
     c_head_pending = false
     self:overlay(at, bytes)
-    redis_call('SETRANGE', c_key, HEAD_AT_TEXT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
+    keyspace.setrange(c_key, HEAD_AT, string.sub(c_whole, HEAD_AT + 1, at + #bytes))
     return
   end
   self:write_pending_head()
-  redis_call('SETRANGE', c_key, num(at), bytes)
+  keyspace.setrange(c_key, at, bytes)
   self:overlay(at, bytes)
 end
 
@@ -899,7 +941,7 @@ end
 function Compact:set_whole(value)
   if #value > COLLECT_AFTER_BYTES then made_large = true end
   c_head_pending = false
-  redis_call('SET', c_key, value, 'KEEPTTL')
+  keyspace.set(c_key, value)
   c_exists = true
 end
 
@@ -915,7 +957,7 @@ end
 
 function Compact:unlink()
   c_head_pending = false
-  redis_call('UNLINK', c_key)
+  keyspace.unlink(c_key)
   c_exists, c_zero_from = false, false
   self:reread()
   self:reparse()
@@ -1178,7 +1220,7 @@ function Compact:reclaim()
   if c_damaged or not (c_valid or self:current()) or c_head * 2 <= c_capacity then return end
   -- Gone where the call's expiry had already passed (Redis 7.0 deletes
   -- such a key at once): nothing is left to copy, as in the module.
-  if redis_call('EXISTS', c_key) == 0 then return end
+  if not keyspace.exists(c_key) then return end
   if self:narrows_with(nil) and self:remake(nil) then return end
   self:rewrite(c_head, 0, 0, 0)
 end
@@ -1278,7 +1320,7 @@ function Compact:record(at, count)
     else
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched: a read asks the server again.
-      redis_call('SETRANGE', c_key, num(from), bytes)
+      keyspace.setrange(c_key, from, bytes)
       c_whole, c_header, c_blocks, c_zero_from = false, false, false, false
     end
     c_parsed, c_valid, c_stop, c_newest_time = true, true, stop + count, at
@@ -2023,7 +2065,7 @@ local function p_read(at, n)
   if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
     return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
   end
-  return redis_call('GETRANGE', p_key, num(at), num(at + n - 1))
+  return keyspace.getrange(p_key, at, n)
 end
 
 -- Block `index` as a table, read once per call.
@@ -2195,7 +2237,7 @@ local function p_block_through(at)
     p_searches = p_searches + 1
     if not p_value and not p_region and p_searches > 1 then
       p_region_from = P_HEADER + from_block * P_BLOCK
-      p_region = redis_call('GETRANGE', p_key, num(p_region_from), num(P_HEADER + tail * P_BLOCK - 1))
+      p_region = keyspace.getrange(p_key, p_region_from, P_HEADER + tail * P_BLOCK - p_region_from)
     end
     -- Windows mostly end among the newest blocks: the search starts among
     -- them (as the module's, with SEARCHED_FIRST).
@@ -2233,7 +2275,7 @@ local function open_packed(key, exists, start)
     if start and #start < READ_WHOLE_AT_MOST then
       p_value, p_len, p_opened = start, #start, start
     else
-      p_len = redis_call('STRLEN', key)
+      p_len = keyspace.strlen(key)
     end
     p_valid = p_parse()
     if not p_valid then return nil end
@@ -2251,7 +2293,7 @@ end
 local function p_write_pending_head(patch)
   if p_head_pending then
     p_start = false
-    redis_call('SETRANGE', p_key, '8', p_head_pending)
+    keyspace.setrange(p_key, 8, p_head_pending)
     if patch and p_value then
       p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
     end
@@ -2263,7 +2305,7 @@ end
 local function p_write(at, bytes)
   p_write_pending_head(true)
   p_start, p_region = false, false
-  redis_call('SETRANGE', p_key, num(at), bytes)
+  keyspace.setrange(p_key, at, bytes)
   if p_value then
     p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
   end
@@ -2273,14 +2315,14 @@ end
 local function p_store(value)
   if #value > COLLECT_AFTER_BYTES then made_large = true end
   p_head_pending, p_start, p_region = false, false, false
-  redis_call('SET', p_key, value, 'KEEPTTL')
+  keyspace.set(p_key, value)
   p_exists, p_value, p_len = true, value, #value
   p_valid = p_parse()
 end
 
 local function p_unlink()
   p_head_pending, p_start, p_region = false, false, false
-  redis_call('UNLINK', p_key)
+  keyspace.unlink(p_key)
   p_exists, p_valid, p_value, p_len, p_live = false, false, false, 0, 0
   p_tables, p_heads = false, false
 end
@@ -2680,7 +2722,7 @@ function Packed:record(at, count)
     if count <= P_MOST_PER_BLOCK then
       local value = p_new_of(at, count)
       p_head_pending, p_start = false, false
-      redis_call('SET', p_key, value, 'KEEPTTL')
+      keyspace.set(p_key, value)
       p_exists, p_value, p_len, p_valid = true, value, #value, true
       p_tables, p_heads = false, false
       p_head_rank, p_head_block, p_tail, p_blocks = 0, 0, 0, 1
@@ -2697,7 +2739,7 @@ function Packed:record(at, count)
     local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
     if offset then
       p_write_pending_head()
-      redis_call('SETRANGE', p_key, num(offset), bytes)
+      keyspace.setrange(p_key, offset, bytes)
       -- A call seldom reads the value after recording, so what was read
       -- is dropped rather than patched (the tail block's table is kept
       -- as written): a read asks the server again.
@@ -2846,7 +2888,7 @@ function Packed:reclaim()
   local recode = p_tail == p_head_block + 1 and p_head_offset() >= p_live
   if not recode and p_head_block * 2 < p_blocks then return end
   -- Gone where the call's expiry had already passed (see Compact:reclaim).
-  if redis_call('EXISTS', p_key) == 0 then return end
+  if not keyspace.exists(p_key) then return end
   if recode then
     local value = Packed.recoded(0)
     if value then p_store(value) end
@@ -2968,7 +3010,7 @@ packed.check_one = function(key, value, floor, limit, now)
     end
     one.t, one.s, one.str = false, false, false
     if moved then
-      redis_call('SETRANGE', key, '8', struct_pack('<I4I4', head_rank, 0))
+      keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
     elseif not known then
       p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
     end
@@ -2988,7 +3030,7 @@ packed.check_one = function(key, value, floor, limit, now)
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
     at = 8
   end
-  redis_call('SETRANGE', key, num(at), bytes)
+  keyspace.setrange(key, at, bytes)
   return true, live + 1, now
 end
 

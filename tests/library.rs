@@ -97,3 +97,34 @@ fn the_main_chunk_keeps_to_a_hundred_locals() {
         "the main chunk holds {count} locals at once, more than 100"
     );
 }
+
+/// The lines of a Lua file that issue a command, comments left out.
+fn commands_issued(path: &Path) -> Vec<String> {
+    read(path)
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let code = line.split("--").next().unwrap_or_default();
+            let issues = ["redis_call", "redis_pcall", "redis.call", "redis.pcall"]
+                .iter()
+                .any(|call| code.contains(call));
+            issues.then(|| format!("{}:{}: {}", path.display(), i + 1, line.trim()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_codecs_issue_no_command_of_their_own() {
+    // Their reads and writes go through lua/keyspace.lua, which
+    // tests/codec_vectors.rs replaces with bytes in memory.
+    for codec in ["lua/compact.lua", "lua/packed.lua"] {
+        let issued = commands_issued(&root().join(codec));
+        assert!(
+            issued.is_empty(),
+            "{codec} issues commands:\n{}",
+            issued.join("\n")
+        );
+    }
+    // The check itself finds a command where there is one.
+    assert!(!commands_issued(&root().join("lua/keyspace.lua")).is_empty());
+}
