@@ -273,8 +273,11 @@ end
 -- once collected: Redis steps the Lua collector only every so many calls,
 -- which would leave it to later, small calls.
 local function released(reply)
-  compact.release()
-  packed.release()
+  if opened_string then
+    opened_string = false
+    compact.release()
+    packed.release()
+  end
   if made_large then
     made_large = false
     collectgarbage('collect')

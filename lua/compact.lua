@@ -162,6 +162,7 @@ local c_opened
 -- `start`, where the caller has read it, is the value's first
 -- READ_WHOLE_AT_MOST bytes. Nil where the string is not a compact log.
 local function compact_log(key, exists, start)
+  opened_string = true
   local size, whole, header
   if start and #start < READ_WHOLE_AT_MOST then
     size, whole = #start, start

@@ -886,6 +886,7 @@ end
 -- value's first READ_WHOLE_AT_MOST bytes where read. Nil for a string
 -- that is not a packed log.
 local function open_packed(key, exists, start)
+  opened_string = true
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
   p_region, p_searches = false, 0
   p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
@@ -1561,6 +1562,7 @@ packed.block = { e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 
 -- entry, and for a denial the entry its wait is for (rank len - limit),
 -- having kept nothing it read (packed.release is not needed).
 packed.check_one = function(key, value, floor, limit, now)
+  opened_string = true
   local one = packed.block
   local len = #value
   if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string_byte(value, 5) ~= 2 then return nil end

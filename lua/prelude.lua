@@ -92,6 +92,9 @@ local READ_WHOLE_LAST = '1023'
 -- value: its garbage is collected when the call ends (see
 -- commands.closing).
 local made_large = false
+-- Whether the call opened a compact log, whose reads its end drops (a
+-- call on a sorted set has none to drop).
+local opened_string = false
 local COLLECT_AFTER_BYTES = 262144
 -- The parses kept of values that calls left as they found them, at most.
 local LAYOUTS_AT_MOST = 64

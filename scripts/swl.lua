@@ -133,6 +133,9 @@ local READ_WHOLE_LAST = '1023'
 -- value: its garbage is collected when the call ends (see
 -- commands.closing).
 local made_large = false
+-- Whether the call opened a compact log, whose reads its end drops (a
+-- call on a sorted set has none to drop).
+local opened_string = false
 local COLLECT_AFTER_BYTES = 262144
 -- The parses kept of values that calls left as they found them, at most.
 local LAYOUTS_AT_MOST = 64
@@ -783,6 +786,7 @@ local c_opened
 -- `start`, where the caller has read it, is the value's first
 -- READ_WHOLE_AT_MOST bytes. Nil where the string is not a compact log.
 local function compact_log(key, exists, start)
+  opened_string = true
   local size, whole, header
   if start and #start < READ_WHOLE_AT_MOST then
     size, whole = #start, start
@@ -2268,6 +2272,7 @@ end
 -- value's first READ_WHOLE_AT_MOST bytes where read. Nil for a string
 -- that is not a packed log.
 local function open_packed(key, exists, start)
+  opened_string = true
   p_key, p_exists, p_value, p_len, p_start = key, exists, false, 0, start or false
   p_region, p_searches = false, 0
   p_head_pending, p_damaged, p_valid, p_trimmed_to, p_opened = false, false, false, false, false
@@ -2943,6 +2948,7 @@ packed.block = { e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 
 -- entry, and for a denial the entry its wait is for (rank len - limit),
 -- having kept nothing it read (packed.release is not needed).
 packed.check_one = function(key, value, floor, limit, now)
+  opened_string = true
   local one = packed.block
   local len = #value
   if len < P_MIN_LEN or len >= READ_WHOLE_AT_MOST or string_byte(value, 5) ~= 2 then return nil end
@@ -3324,8 +3330,11 @@ end
 -- once collected: Redis steps the Lua collector only every so many calls,
 -- which would leave it to later, small calls.
 local function released(reply)
-  compact.release()
-  packed.release()
+  if opened_string then
+    opened_string = false
+    compact.release()
+    packed.release()
+  end
   if made_large then
     made_large = false
     collectgarbage('collect')
