@@ -13,12 +13,25 @@
 # calls come about one a millisecond, so the library's texts of times,
 # which the calls of one millisecond share at full speed, are made on
 # every call here.
+# `steady` counts the library's one-window calls on one log in steady state
+# (scripts/bench.sh's steady workload: ENTRIES entries an hour apart in
+# all, each call one spacing later, trimming one and adding one), admitted
+# and denied, in each encoding beside the usual script's: the figures its
+# targets are judged by, free of the machine's noise.
 # Usage: scripts/profile.sh [admitted|denied|library] [requests] [zset|compact]
+#        scripts/profile.sh steady [calls] [entries]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-admitted}
-requests=${2:-$([ "$workload" = library ] && echo 4000 || echo 20000)}
-encoding=${3:-zset}
+case "$workload" in
+    library) default_requests=4000 ;;
+    steady) default_requests=500 ;;
+    *) default_requests=20000 ;;
+esac
+requests=${2:-$default_requests}
+# (steady's third argument is its log's entries; its library sets the encoding.)
+encoding=zset
+[ "$workload" = steady ] || encoding=${3:-zset}
 MODULE=${SWL_MODULE:-$PWD/target/release/libredis_swl.so}
 command -v valgrind >/dev/null || { echo "profile: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 [ -f "$MODULE" ] || { echo "profile: module not built: $MODULE (run make build)" >&2; exit 1; }
@@ -37,6 +50,58 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
     >"$dir/valgrind.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+
+if [ "$workload" = steady ]; then
+    entries=${3:-10000}
+    cli() { redis-cli -p "$port" "$@"; }
+    script=$(sed -n "/^LUA_AT='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT='//; \$s/'\$//")
+    sha=$(cli script load "$script")
+    # Calls `from` to `to` - 1 on `key`: `prefix`, then now_ms one spacing
+    # apart (or `fixed`), as bench.sh's steady_calls.
+    calls() {
+        awk -v prefix="$1" -v from="$2" -v to="$3" -v n="$entries" -v fixed="${4:-}" 'BEGIN {
+            s = 3600000 / n
+            for (i = from; i < to; i++) printf "%s %.0f\r\n", prefix, (fixed != "" ? fixed : 1700000000000 + i * s) }'
+    }
+    # Instructions per call of `requests` calls (counters zeroed before,
+    # dumped after; the command's inclusive count from the newest dump).
+    counted() {
+        local command=$1 newest
+        callgrind_control -z "$pid" >/dev/null
+        cli --pipe >/dev/null 2>&1
+        callgrind_control -d "$pid" >/dev/null
+        newest=$(for f in "$dir"/callgrind.out.*; do echo "${f##*.} $f"; done | sort -n | tail -1 | cut -d' ' -f2)
+        callgrind_annotate --inclusive=yes "$newest" 2>/dev/null |
+            awk -v n="$requests" -v c="$command" '!done && $0 ~ ":" c " " { gsub(",", "", $1); printf "%.0f", $1 / n; done = 1 }'
+    }
+    warm=$((entries / 10 > 300 ? entries / 10 : 300))
+    fixed=$(awk -v n="$entries" -v i=$((entries + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
+    declare -A counts
+    for path in script zset compact1 compact; do
+        cli flushall >/dev/null
+        if [ "$path" = script ]; then
+            prefix="EVALSHA $sha 1 st" command=evalShaCommand
+        else
+            sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$path'/" scripts/swl.lua | cli -x function load replace >/dev/null
+            prefix="FCALL swl_check 1 st" command=fcallCommand
+        fi
+        calls "$prefix 3600000 99999999" 0 "$entries" | cli --pipe >/dev/null 2>&1
+        calls "$prefix 3600000 $((2 * entries))" "$entries" $((entries + warm)) | cli --pipe >/dev/null 2>&1
+        cli copy st st:denied >/dev/null
+        counts[admitted,$path]=$(calls "$prefix 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) | counted "$command")
+        counts[denied,$path]=$(calls "${prefix/ st/ st:denied} 3600000 $entries" 0 "$requests" "$fixed" | counted "$command")
+    done
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+    echo "Instructions per call, one log of $entries entries in steady state, one window ($requests calls each; the library's ratio to the script)"
+    printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "format 1" "" "format 2" ""
+    for name in admitted denied; do
+        printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' "$name" "${counts[$name,script]}" \
+            "${counts[$name,zset]}" "$(ratio "${counts[$name,zset]}" "${counts[$name,script]}")" \
+            "${counts[$name,compact1]}" "$(ratio "${counts[$name,compact1]}" "${counts[$name,script]}")" \
+            "${counts[$name,compact]}" "$(ratio "${counts[$name,compact]}" "${counts[$name,script]}")"
+    done
+    exit 0
+fi
 
 if [ "$workload" = library ]; then
     cli() { redis-cli -p "$port" "$@"; }
@@ -94,7 +159,7 @@ fi
 case "$workload" in
     admitted) keys=100000 limit=1000 ;;
     denied) keys=10 limit=10 ;;
-    *) echo "profile: workload is admitted, denied or library" >&2; exit 1 ;;
+    *) echo "profile: workload is admitted, denied, library or steady" >&2; exit 1 ;;
 esac
 bench() { redis-benchmark -q -p "$port" -c 10 -P 16 -n "$requests" -r "$keys" "$@" >/dev/null 2>&1; }
 bench SWL.CHECK "swl:__rand_int__" 60000 "$limit" '*'
