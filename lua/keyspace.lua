@@ -1,6 +1,8 @@
--- The commands that read and write a compact log's string, as
--- src/redis/compact.rs issues them: the codecs (compact, packed) reach the
--- key through these alone, and issue none themselves. Offsets are
+-- The commands the compact codecs (compact, packed) read and write a
+-- log's string with, as src/redis/compact.rs issues them: the codecs
+-- reach the key through these alone, and issue none themselves. (The
+-- commands module reads a value's first bytes itself, to tell which
+-- encoding a key holds.) Offsets are
 -- numbers, lengths in bytes; what a codec reads is its bytes.
 local keyspace = {}
 

@@ -1628,7 +1628,7 @@ packed.check_one = function(key, value, floor, limit, now)
         score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
       end
     end
-    one.t, one.s, one.str = false, false, false
+    one.t, one.tb, one.s, one.str = false, false, false, false
     if moved then
       keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
     elseif not known then
@@ -1644,7 +1644,7 @@ packed.check_one = function(key, value, floor, limit, now)
   local at, bytes, opened = p_append(b, now, 1)
   if not at or opened then return nil end
   -- Nothing read is kept: the call ends without packed.release.
-  p_value, one.t, one.s, one.str = false, false, false, false
+  p_value, one.t, one.tb, one.s, one.str = false, false, false, false, false
   if moved then
     -- The moved head and the block's changed bytes: one range from the head.
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
@@ -1660,7 +1660,7 @@ packed.methods = Packed
 packed.exists = function() return p_exists end
 packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
-  packed.block.t, packed.block.s, packed.block.str = false, false, false
+  packed.block.t, packed.block.tb, packed.block.s, packed.block.str = false, false, false, false
 end
 
 return packed

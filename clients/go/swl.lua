@@ -58,13 +58,13 @@ local HIGH_OF_2_53 = 2097152
 -- redis.register_function), so the first call binds them on its way in.
 local redis_call, redis_pcall, string_byte, string_char, string_format
 local struct_pack, struct_unpack, unpack
-local rawget, rawset, setmetatable
+local rawset, setmetatable
 local function bind_globals()
   redis_call, redis_pcall = redis.call, redis.pcall
   string_byte, string_char, string_format = string.byte, string.char, string.format
   -- (The global unpack, which the local of that name hides.)
   struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
-  rawget, rawset, setmetatable = _G.rawget, _G.rawset, _G.setmetatable
+  rawset, setmetatable = _G.rawset, _G.setmetatable
 end
 
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
@@ -579,9 +579,11 @@ end)()
 --[[ ======== keyspace: lua/keyspace.lua (mirrors src/redis/compact.rs) ======== ]]
 
 local keyspace = (function()
--- The commands that read and write a compact log's string, as
--- src/redis/compact.rs issues them: the codecs (compact, packed) reach the
--- key through these alone, and issue none themselves. Offsets are
+-- The commands the compact codecs (compact, packed) read and write a
+-- log's string with, as src/redis/compact.rs issues them: the codecs
+-- reach the key through these alone, and issue none themselves. (The
+-- commands module reads a value's first bytes itself, to tell which
+-- encoding a key holds.) Offsets are
 -- numbers, lengths in bytes; what a codec reads is its bytes.
 local keyspace = {}
 
@@ -3014,7 +3016,7 @@ packed.check_one = function(key, value, floor, limit, now)
         score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
       end
     end
-    one.t, one.s, one.str = false, false, false
+    one.t, one.tb, one.s, one.str = false, false, false, false
     if moved then
       keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
     elseif not known then
@@ -3030,7 +3032,7 @@ packed.check_one = function(key, value, floor, limit, now)
   local at, bytes, opened = p_append(b, now, 1)
   if not at or opened then return nil end
   -- Nothing read is kept: the call ends without packed.release.
-  p_value, one.t, one.s, one.str = false, false, false, false
+  p_value, one.t, one.tb, one.s, one.str = false, false, false, false, false
   if moved then
     -- The moved head and the block's changed bytes: one range from the head.
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
@@ -3046,7 +3048,7 @@ packed.methods = Packed
 packed.exists = function() return p_exists end
 packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
-  packed.block.t, packed.block.s, packed.block.str = false, false, false
+  packed.block.t, packed.block.tb, packed.block.s, packed.block.str = false, false, false, false
 end
 
 return packed
