@@ -3,13 +3,14 @@
 -- tests/vectors/codec.json). Appended to the library's modules by
 -- scripts/build-library.sh OUT tests/codec.lua.
 --
---   FCALL swl_codec 0 format op a b [before]   { 'ok' or 'error', after }
+--   FCALL swl_codec 0 format has_before before op...   { 'ok' or 'error', after }
 --
--- op is record (a: time, b: count), trim_through (a: floor), cap_to (a:
--- max), drop_newest (a: count) or reclaim, on the log `before` (none: no
--- log): a value is read in the version its version byte names (as
--- src/format.rs dispatches), no value as a new log in `format`. Each runs
--- as a call runs it (opened, changed, finished), with the codecs' reads
+-- Each op is a token: record:time:count, trim_through:floor, cap_to:max,
+-- drop_newest:count or reclaim (last), run in turn on the log `before`
+-- (has_before 0: no log) as one call runs them (opened once, changed,
+-- finished, then reclaimed): a value is read in the version its version
+-- byte names (as src/format.rs dispatches), no value as a new log in
+-- `format`. The codecs' reads
 -- and writes (keyspace) on a string in memory rather than a key: no key
 -- is read or written, which shows the codecs issue no command of their
 -- own. `after` is the bytes left, false for none.
@@ -28,7 +29,7 @@ local in_memory = {
   exists = function(key) return memory[key] ~= nil end,
 }
 
-local function run(format, op, a, b)
+local function run(format, ops)
   local key = 'codec'
   local start = in_memory.start(key)
   local exists = memory[key] ~= nil
@@ -40,28 +41,37 @@ local function run(format, op, a, b)
   end
   local log = codec.log(key, exists, exists and start or nil)
   if not log then return false end
-  if op == 'record' then
-    log:record(a, b)
-  elseif op == 'trim_through' then
-    log:trim_through(a)
-  elseif op == 'cap_to' then
-    log:cap_to(a)
-  elseif op == 'drop_newest' then
-    log:drop_newest(a)
-  elseif op ~= 'reclaim' then
-    error('unknown op ' .. op)
+  local reclaim = false
+  for i, token in ipairs(ops) do
+    local op, a, b = string.match(token, '^([%a_]+):?(%-?%d*):?(%d*)$')
+    a, b = tonumber(a), tonumber(b)
+    if op == 'record' then
+      log:record(a, b)
+    elseif op == 'trim_through' then
+      log:trim_through(a)
+    elseif op == 'cap_to' then
+      log:cap_to(a)
+    elseif op == 'drop_newest' then
+      log:drop_newest(a)
+    elseif op == 'reclaim' and i == #ops then
+      reclaim = true
+    else
+      error('unknown op ' .. token)
+    end
   end
   local ok = log:finish()
-  if ok and op == 'reclaim' then log:reclaim() end
+  if ok and reclaim then log:reclaim() end
   return ok
 end
 
 redis.register_function { function_name = 'swl_codec', callback = function(_, args)
   if not redis_call then bind_globals() end
-  memory = { codec = args[5] }
+  memory = { codec = args[2] == '1' and args[3] or nil }
+  local ops = {}
+  for i = 4, #args do ops[#ops + 1] = args[i] end
   local real = {}
   for name, f in pairs(in_memory) do real[name], keyspace[name] = keyspace[name], f end
-  local done, ok = pcall(run, args[1], args[2], tonumber(args[3]), tonumber(args[4]))
+  local done, ok = pcall(run, args[1], ops)
   for name, f in pairs(real) do keyspace[name] = f end
   compact.release()
   packed.release()

@@ -73,7 +73,7 @@ fn vectors() -> Vec<Vector> {
                 args: args
                     .split(", ")
                     .filter(|a| !a.is_empty())
-                    .map(String::from)
+                    .map(|a| unquote(a).to_string())
                     .collect(),
                 ok: field(line, "ok") == "true",
                 before: bytes(field(line, "before")),
@@ -109,6 +109,12 @@ fn the_librarys_codecs_write_the_modules_bytes_operation_by_operation() {
     let vectors = vectors();
     assert!(vectors.len() > 300, "only {} codec vectors", vectors.len());
     for format in [1, 2] {
+        assert!(
+            vectors
+                .iter()
+                .any(|v| v.format == format && v.op == "call" && v.ok),
+            "no vector of format {format} for a whole call"
+        );
         for op in ["record", "trim_through", "cap_to", "drop_newest", "reclaim"] {
             for ok in [true, false] {
                 assert!(
@@ -132,18 +138,23 @@ fn the_librarys_codecs_write_the_modules_bytes_operation_by_operation() {
     assert_eq!(name, "swl");
     let mut failures = Vec::new();
     for (i, v) in vectors.iter().enumerate() {
-        // Two arguments after the op, then the bytes where there are any.
-        let mut args = v.args.clone();
-        args.resize(2, "0".to_string());
+        // The bytes where there are any, then the operations as tokens:
+        // a call's as they are, one operation's name and arguments joined.
+        let tokens = if v.op == "call" {
+            v.args.clone()
+        } else {
+            let parts: Vec<String> = std::iter::once(v.op.clone())
+                .chain(v.args.clone())
+                .collect();
+            vec![parts.join(":")]
+        };
         let mut call = redis::cmd("FCALL");
-        call.arg("swl_codec")
-            .arg(0)
-            .arg(v.format)
-            .arg(&v.op)
-            .arg(&args);
-        if let Some(before) = &v.before {
-            call.arg(before.as_slice());
-        }
+        call.arg("swl_codec").arg(0).arg(v.format);
+        match &v.before {
+            Some(before) => call.arg(1).arg(before.as_slice()),
+            None => call.arg(0).arg(""),
+        };
+        call.arg(&tokens);
         let (outcome, after): (String, Option<Vec<u8>>) = call
             .query(&mut con)
             .unwrap_or_else(|e| (format!("failed: {e}"), None));

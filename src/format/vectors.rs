@@ -36,6 +36,16 @@ impl Op {
         }
     }
 
+    /// The operation as the library's test function takes it in a call:
+    /// its name and arguments joined by colons.
+    fn token(self) -> String {
+        let (name, args) = self.name_and_args();
+        std::iter::once(name.to_string())
+            .chain(args)
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
     /// The operation on `value` (None: no log), as the module runs it: the
     /// value after it, or an error, the value then left as it was.
     fn apply(self, version: Version, value: Option<&[u8]>) -> Result<Option<Vec<u8>>, FormatError> {
@@ -90,6 +100,35 @@ impl Case {
             value: None,
             lines: Vec::new(),
         }
+    }
+
+    /// Runs `ops` in turn on the log as one call does (trim, cap or drop,
+    /// record, then reclaim), writing one vector: op `call`, its arguments
+    /// the operations' tokens. An error leaves the value as it was.
+    fn call(&mut self, ops: &[Op]) -> &mut Case {
+        let before = self.value.clone();
+        let mut value = before.clone();
+        let mut ok = true;
+        for &op in ops {
+            match op.apply(self.version, value.as_deref()) {
+                Ok(after) => value = after,
+                Err(_) => {
+                    (ok, value) = (false, before.clone());
+                    break;
+                }
+            }
+        }
+        let tokens: Vec<String> = ops.iter().map(|op| format!("\"{}\"", op.token())).collect();
+        self.lines.push(format!(
+            "{{\"case\": \"{}\", \"format\": {}, \"op\": \"call\", \"args\": [{}], \"ok\": {ok}, \"before\": {}, \"after\": {}}}",
+            self.name,
+            self.version as u8,
+            tokens.join(", "),
+            hex(before.as_deref()),
+            hex(value.as_deref()),
+        ));
+        self.value = value;
+        self
     }
 
     /// Runs `op` without a vector: what brings the log to the state the
@@ -152,9 +191,9 @@ fn cases(version: Version) -> Vec<Case> {
     let mut all = Vec::new();
     let case = |name: &str| Case::new(name, version);
     // Format 1 has no blocks to fill: fewer entries show all it does.
-    let (many, dense, damaged) = match version {
-        Version::Packed => (3000, 1500, 300),
-        Version::Slots => (300, 150, 120),
+    let (many, dense, damaged, called) = match version {
+        Version::Packed => (3000, 1500, 300, 3000),
+        Version::Slots => (300, 150, 120, 300),
     };
 
     // New logs, appends in order, and entries sharing a millisecond.
@@ -275,6 +314,31 @@ fn cases(version: Version) -> Vec<Case> {
     }
     c.run(Op::Reclaim);
     all.push(c);
+    // The same as whole calls, each reclaiming after its append: what a
+    // call read of a block it appended to is not read again as it was.
+    let mut c = case("a sliding window, whole calls");
+    for i in 0..900u64 {
+        let now = T + 37 * i;
+        let ops = [
+            Op::TrimThrough(now as i64 - 5000),
+            Op::Record(now, 1),
+            Op::Reclaim,
+        ];
+        // Kept: the calls whose reclaim rewrites the value, and a few more.
+        let mut appended = c.value.clone();
+        for op in &ops[..2] {
+            appended = op.apply(version, appended.as_deref()).unwrap();
+        }
+        let reclaimed = Op::Reclaim.apply(version, appended.as_deref()).unwrap();
+        if reclaimed != appended || i % 100 == 0 {
+            c.call(&ops);
+        } else {
+            for op in ops {
+                c.setup(op);
+            }
+        }
+    }
+    all.push(c);
     let mut c = case("a window that slides past two blocks");
     for i in 0..700u64 {
         c.setup(Op::Record(T + i, 1));
@@ -288,6 +352,34 @@ fn cases(version: Version) -> Vec<Case> {
         .run(Op::Record(T + (1 << 33), 1))
         .run(Op::TrimThrough(T as i64));
     c.run(Op::Reclaim).run(Op::Record(T + (1 << 33) + 5, 1));
+    all.push(c);
+
+    // Whole calls: several operations on one opened log, as checks and
+    // refunds make them (what a call has read, kept between them).
+    let mut c = case("calls on a log of several blocks");
+    for i in 0..called {
+        c.setup(Op::Record(T + 37 * i, 1));
+    }
+    let mut now = T + 37 * called;
+    for i in 0..20u64 {
+        let floor = now as i64 - 37 * called as i64 * 4 / 5;
+        let behind = if i % 3 == 2 { 30 } else { 0 };
+        c.call(&[
+            Op::TrimThrough(floor),
+            Op::Record(now - behind, 1),
+            Op::Reclaim,
+        ]);
+        if i % 10 == 5 {
+            c.call(&[
+                Op::TrimThrough(floor),
+                Op::CapTo(called / 2),
+                Op::Record(now, 2),
+            ]);
+            c.call(&[Op::TrimThrough(floor), Op::DropNewest(2), Op::Reclaim]);
+        }
+        now += 37;
+    }
+    c.call(&[Op::TrimThrough(now as i64), Op::Record(now + 1, 1)]);
     all.push(c);
 
     // Values another writer damaged: each operation on each damage.
