@@ -1452,11 +1452,11 @@ steady_workload() {
 # The commands a path's calls issued since the last reset, per call of
 # `outer` (its commandstats name): "name calls usec" for each, the
 # commands' own server time per call; the bench's own CONFIG, INFO and
-# COPY left out.
+# COPY left out, and the ECHO redis-cli --pipe ends with.
 nested_per_call() {
     cli info commandstats | tr -d '\r' | awk -F'[:=,]' -v outer="cmdstat_$1" '
         $1 == outer { calls = $3 }
-        $1 ~ /^cmdstat_/ && $1 != outer && $1 !~ /^cmdstat_(config|info|copy|del|flushall|function|script)/ {
+        $1 ~ /^cmdstat_/ && $1 != outer && $1 !~ /^cmdstat_(config|info|copy|del|flushall|function|script|echo)/ {
             name[++k] = substr($1, 9); n[k] = $3; us[k] = $5 }
         END { for (i = 1; i <= k; i++) if (calls > 0) printf "%s %.2f %.2f\n", name[i], n[i] / calls, us[i] / calls }'
 }
@@ -1477,7 +1477,7 @@ nested_per_call() {
 # and to admit (denied: deny) one more call.
 steady_cost() {
     local n path workload round warm from fixed problems=()
-    local -A us stat nested
+    local -A us stat nested last
     for path in "${STEADY_PATHS[@]}"; do
         case "$path" in script) stat[$path]=evalsha ;; lib*) stat[$path]=fcall ;; mod*) stat[$path]=swl.check ;; esac
     done
@@ -1511,7 +1511,8 @@ steady_cost() {
                 for workload in "${STEADY_WORKLOADS[@]}"; do
                     cli config resetstat >/dev/null
                     steady_workload "$path" "$workload" "$from" $((from + STEADY_CALLS)) "$n" "$fixed" | pipe_measured
-                    rounds+=("$path:$workload $(call_time "${stat[$path]}")")
+                    last[$n:$workload:$path]=$(call_time "${stat[$path]}")
+                    rounds+=("$path:$workload ${last[$n:$workload:$path]}")
                     # Where a library call's time goes, from the last round.
                     [[ "$path" = lib* ]] && nested[$n:$workload:$path]=$(nested_per_call "${stat[$path]}")
                 done
@@ -1602,19 +1603,19 @@ steady_bounds() {
     done
 }
 
-# Where a library call's time goes (the last round of each): the commands
-# it issues per call and their own server time, and the rest, which is
-# Lua's (and each redis.call's cost in Lua: argument and reply
-# conversion). From steady_cost's `us` and `nested`.
+# Where a library call's time goes, in the last round of each (its time,
+# not the median's): the commands it issues per call and their own server
+# time, and the rest, which is Lua's (and each redis.call's cost in Lua:
+# argument and reply conversion). From steady_cost's `last` and `nested`.
 steady_breakdown() {
     local n workload path total cmds own
     echo
-    echo "Where a library call's time goes (server microseconds per call: the commands it issues, and the rest, Lua's)"
+    echo "Where a library call's time goes (server microseconds per call in the last round: the commands it issues, and the rest, Lua's)"
     printf '%-8s %-10s %-6s %8s %8s %8s  %s\n' entries workload path total commands rest "commands per call"
     for n in $STEADY_SIZES; do
         for workload in "${STEADY_WORKLOADS[@]}"; do
             for path in lib2 lib1 libz; do
-                total=${us[$n:$workload:$path]}
+                total=${last[$n:$workload:$path]}
                 own=$(echo "${nested[$n:$workload:$path]}" | awk '{ s += $3 } END { printf "%.2f", s }')
                 cmds=$(echo "${nested[$n:$workload:$path]}" | awk '$2 > 0 { printf "%s%s %.2f", (k++ ? ", " : ""), $1, $2 }')
                 printf '%-8s %-10s %-6s %8s %8s %8s  %s\n' "$(commas "$n")" "$workload" "$path" "$total" "$own" \

@@ -58,7 +58,8 @@ trap 'rm -f "$tmp"' EXIT
             cat "$root/$file"
         fi
     done
-    for file in "${extra[@]}"; do
+    # (The form bash before 4.4 takes for an empty array under set -u.)
+    for file in ${extra[@]+"${extra[@]}"}; do
         echo
         echo "--[[ ======== test only: $file ======== ]]"
         echo

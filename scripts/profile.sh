@@ -74,7 +74,7 @@ if [ "$workload" = steady ]; then
         callgrind_annotate --inclusive=yes "$newest" 2>/dev/null |
             awk -v n="$requests" -v c="$command" '!done && $0 ~ ":" c " " { gsub(",", "", $1); printf "%.0f", $1 / n; done = 1 }'
     }
-    warm=$((entries / 10 > 300 ? entries / 10 : 300))
+    warm=$((entries / 10 > 1000 ? entries / 10 : 1000))
     fixed=$(awk -v n="$entries" -v i=$((entries + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
     declare -A counts
     for path in script zset compact1 compact; do
