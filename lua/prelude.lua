@@ -17,13 +17,13 @@ local HIGH_OF_2_53 = 2097152
 -- redis.register_function), so the first call binds them on its way in.
 local redis_call, redis_pcall, string_byte, string_char, string_format
 local struct_pack, struct_unpack, unpack
-local rawset, setmetatable
+local setmetatable
 local function bind_globals()
   redis_call, redis_pcall = redis.call, redis.pcall
   string_byte, string_char, string_format = string.byte, string.char, string.format
   -- (The global unpack, which the local of that name hides.)
   struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
-  rawset, setmetatable = _G.rawset, _G.setmetatable
+  setmetatable = _G.setmetatable
 end
 
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then

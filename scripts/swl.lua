@@ -58,13 +58,13 @@ local HIGH_OF_2_53 = 2097152
 -- redis.register_function), so the first call binds them on its way in.
 local redis_call, redis_pcall, string_byte, string_char, string_format
 local struct_pack, struct_unpack, unpack
-local rawset, setmetatable
+local setmetatable
 local function bind_globals()
   redis_call, redis_pcall = redis.call, redis.pcall
   string_byte, string_char, string_format = string.byte, string.char, string.format
   -- (The global unpack, which the local of that name hides.)
   struct_pack, struct_unpack, unpack = struct.pack, struct.unpack, _G.unpack
-  rawset, setmetatable = _G.rawset, _G.setmetatable
+  setmetatable = _G.setmetatable
 end
 
 if ENCODING ~= 'zset' and ENCODING ~= 'compact' and ENCODING ~= 'compact1' then
@@ -1482,8 +1482,7 @@ end
 -- are made only where that code asks for them: a call that reads a few
 -- fields of two blocks makes no table of 256 bytes (each costs about
 -- what the rest of a check does). Blocks under construction (p_open)
--- have their `t` from the start. `s` is the block's string where it is
--- all of one.
+-- have their `t` from the start.
 local BLOCK_TABLE = {
   __index = function(b, key)
     if key ~= 't' then return nil end
@@ -1492,6 +1491,12 @@ local BLOCK_TABLE = {
     return t
   end,
 }
+
+-- Lets go of what block `b` read (its string and its table), for a block
+-- kept from call to call.
+local function p_let_go(b)
+  b.t, b.tb, b.str = false, false, false
+end
 
 -- Block `bytes` (from byte `from` to `to` where given), in `into` where
 -- given (a table a call reuses rather than makes). Its `tb` is its table
@@ -1507,9 +1512,9 @@ local function p_block(bytes, from, to, into)
     b = setmetatable({}, BLOCK_TABLE)
   else
     if not into.mt then into.mt = setmetatable(into, BLOCK_TABLE) end
-    rawset(b, 't', nil)
+    b.t = nil
   end
-  b.str, b.at, b.e, b.s, b.tb, b.ends = bytes, (from or 1) - 1, last - (from or 1) + 1, not from and bytes, false, -1
+  b.str, b.at, b.e, b.tb, b.ends = bytes, (from or 1) - 1, last - (from or 1) + 1, false, -1
   -- (l8 as stored is what validation checks against P_MAX_L.)
   b.first, b.l8, b.l = lo + mid * 4294967296 + hi * 281474976710656, l8, l8 > 63 and 63 or l8
   b.before, b.n, b.top = before, n, top
@@ -2064,14 +2069,24 @@ local p_region, p_region_from = false, 0
 -- Searches among the blocks between head and tail in this call.
 local p_searches = 0
 
+-- Where what the call has at hand holds the `n` bytes from offset `at`:
+-- the string, and the index of the first of them in it; nil where
+-- nothing does (the value when small or written here, its start as the
+-- caller read it, a region a search read).
+local function p_at_hand(at, n)
+  if p_value then return p_value, at + 1 end
+  if p_start and at + n <= #p_start then return p_start, at + 1 end
+  if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
+    return p_region, at - p_region_from + 1
+  end
+  return nil
+end
+
 -- `n` bytes from offset `at`.
 local function p_read(at, n)
-  if p_value then return string.sub(p_value, at + 1, at + n) end
-  if p_start and at + n <= #p_start then return string.sub(p_start, at + 1, at + n) end
-  if p_region and at >= p_region_from and at + n <= p_region_from + #p_region then
-    return string.sub(p_region, at - p_region_from + 1, at - p_region_from + n)
-  end
-  return keyspace.getrange(p_key, at, n)
+  local str, from = p_at_hand(at, n)
+  if not str then return keyspace.getrange(p_key, at, n) end
+  return string.sub(str, from, from + n - 1)
 end
 
 -- Block `index` as a table, read once per call.
@@ -2083,16 +2098,13 @@ local function p_block_at(index)
     local stop = start + P_BLOCK
     if stop > p_len then stop = p_len end
     if start > stop then start = stop end
-    -- Read off the value at hand, or what the call read of it, where it
-    -- lies (a copy of the block costs a hash of its bytes).
-    if p_value then
-      b = p_block(p_value, start + 1, stop)
-    elseif p_start and stop <= #p_start then
-      b = p_block(p_start, start + 1, stop)
-    elseif p_region and start >= p_region_from and stop <= p_region_from + #p_region then
-      b = p_block(p_region, start - p_region_from + 1, stop - p_region_from)
+    -- Read where it lies in what the call has at hand (a copy of the
+    -- block costs a hash of its bytes), otherwise from the server.
+    local str, from = p_at_hand(start, stop - start)
+    if str then
+      b = p_block(str, from, from + stop - start - 1)
     else
-      b = p_block(p_read(start, stop - start))
+      b = p_block(keyspace.getrange(p_key, start, stop - start))
     end
     if not p_tables then p_tables = {} end
     p_tables[index] = b
@@ -2110,14 +2122,9 @@ local function p_head_of(index)
   local first = p_heads and p_heads[at]
   if first then return first, p_heads[at + 1] end
   local start = P_HEADER + index * P_BLOCK
-  local lo, mid, hi, before
-  if p_value then
-    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_value, start + 1)
-  elseif p_region and start >= p_region_from and start + 12 <= p_region_from + #p_region then
-    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_region, start - p_region_from + 1)
-  else
-    lo, mid, hi, before = struct_unpack('<I4I2BxI4', p_read(start, 12))
-  end
+  local str, from = p_at_hand(start, 12)
+  if not str then str, from = keyspace.getrange(p_key, start, 12), 1 end
+  local lo, mid, hi, before = struct_unpack('<I4I2BxI4', str, from)
   first = lo + mid * 4294967296 + hi * 281474976710656
   if not p_heads then p_heads = {} end
   p_heads[at], p_heads[at + 1] = first, before
@@ -2412,9 +2419,6 @@ local function p_copied(len)
   return body .. string.rep('\0', len - #body)
 end
 
--- Records one entry at `at`, no older than the newest, into the tail block
--- (`tail`, its table) or a free block after it: the bytes to write at an
--- offset, and the tail where it moves; nil where neither takes it.
 -- The field bytes p_append_one writes, at their block indices.
 local FIELD = {}
 
@@ -2444,11 +2448,14 @@ local function p_append_one(tail, start, h, low)
   end
   local m = n + 1
   if p_tables and p_tables[p_tail] == tail then p_tables[p_tail] = nil end
-  tail.n, tail.top, tail.s, tail.ends = m, h, false, -1
+  tail.n, tail.top, tail.ends = m, h, -1
   return start + 12, struct_pack('<I2I2', m, h) .. string.sub(str, base + 17, base + field_from - 1)
     .. bytes .. string.sub(str, base + field_to + 1, base + at_byte - 1) .. string_char(high)
 end
 
+-- Records one entry at `at`, no older than the newest, into the tail block
+-- (`tail`) or a free block after it: the bytes to write at an offset, and
+-- the tail where it moves; nil where neither takes it.
 local function p_append(tail, at, count)
   local first, n, l = tail.first, tail.n, tail.l
   -- A head block whose entries all sit at its first time takes `l` from
@@ -2469,7 +2476,7 @@ local function p_append(tail, at, count)
     return p_append_one(tail, start, h, low)
   end
   if needed <= e then
-    local t, was = tail.t, tail.s
+    local t = tail.t
     local relaid = l ~= tail.l
     local from = relaid and 7 or 12
     t[8] = l
@@ -2481,7 +2488,7 @@ local function p_append(tail, at, count)
     local r = j % 8
     local at_byte = e - (j - r) / 8
     if count == 1 then
-      -- One field and one bit, written out (the usual call).
+      -- One field and one bit, written out.
       if l > 0 then p_write_bits(t, field, l, low) end
       local byte = t[at_byte]
       if byte % POW2[r + 1] < POW2[r] then t[at_byte] = byte + POW2[r] end
@@ -2492,22 +2499,12 @@ local function p_append(tail, at, count)
       end
     end
     local m = n + count
-    tail.n, tail.top, tail.s, tail.ends = m, h, false, -1
+    tail.n, tail.top, tail.ends = m, h, -1
     t[13], t[14] = m % 256, (m - m % 256) / 256
     t[15], t[16] = h % 256, (h - h % 256) / 256
-    -- The changed bytes, from the counters to the high bit: for one entry
-    -- its low field and its high byte written, the bytes between as they
-    -- were.
-    if count > 1 or relaid or at_byte - from <= 48 then
-      return start + from, string_char(unpack(t, from + 1, at_byte))
-    end
-    local field_from = 17 + (field - field % 8) / 8
-    local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
-    was = was or p_read(start, e)
-    return start + from, table.concat({
-      string_char(unpack(t, from + 1, 16)), string.sub(was, 17, field_from - 1),
-      string_char(unpack(t, field_from, field_to)), string.sub(was, field_to + 1, at_byte - 1),
-      string_char(t[at_byte]) })
+    -- The changed bytes, from the counters to the high bit. (One entry
+    -- into a block read where it lies is p_append_one's.)
+    return start + from, string_char(unpack(t, from + 1, at_byte))
   end
   local next_index = p_tail + 1
   -- (With what the tail block would need: a copy of the value with room
@@ -2678,7 +2675,7 @@ function Packed.insert_in_place(at)
   p_set_high_bit(t, e, h + place)
   p_set_u16(t, 13, n + 1)
   p_set_u16(t, 15, new_top)
-  b.n, b.top, b.s, b.ends = n + 1, new_top, false, -1
+  b.n, b.top, b.ends = n + 1, new_top, -1
   local start = P_HEADER + index * P_BLOCK
   local parts = { string_char(unpack(t, 13, e)) }
   if index < p_tail then
@@ -2836,7 +2833,7 @@ function Packed:drop_newest(count)
   -- A block kept whole keeps its stored top, which parsing reads the
   -- newest entry from (another writer may have changed it).
   if keep_n < n then b.top = last_kept - (keep_n - 1) end
-  b.n, b.s, b.ends = keep_n, false, -1
+  b.n, b.ends = keep_n, -1
   p_tail, p_live = index, keep
   p_newest = p_time_from(b.first, l, b.top, p_low(b, keep_n - 1)) or MAX_MS
   -- (Read again as the module's parse would: see p_oldest_time.) A trim's
@@ -2937,7 +2934,7 @@ end
 -- The one block packed.check_one reads: its table, kept from call to call.
 -- (Its metatable is set as a call first reads into it: loading a library
 -- sees no setmetatable.)
-packed.block = { e = 0, s = false, first = 0, l = 0, before = 0, n = 0, top = 0 }
+packed.block = { e = 0, first = 0, l = 0, before = 0, n = 0, top = 0 }
 
 -- One check of one window and cost 1 on a packed log of one block, read
 -- whole in `value` (the usual call), taken straight through: the head
@@ -3016,7 +3013,7 @@ packed.check_one = function(key, value, floor, limit, now)
         score = offset + rank == 0 and b.first or p_time_of(b, offset + rank) or MAX_MS
       end
     end
-    one.t, one.tb, one.s, one.str = false, false, false, false
+    p_let_go(one)
     if moved then
       keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
     elseif not known then
@@ -3032,7 +3029,8 @@ packed.check_one = function(key, value, floor, limit, now)
   local at, bytes, opened = p_append(b, now, 1)
   if not at or opened then return nil end
   -- Nothing read is kept: the call ends without packed.release.
-  p_value, one.t, one.tb, one.s, one.str = false, false, false, false, false
+  p_value = false
+  p_let_go(one)
   if moved then
     -- The moved head and the block's changed bytes: one range from the head.
     bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
@@ -3048,7 +3046,7 @@ packed.methods = Packed
 packed.exists = function() return p_exists end
 packed.release = function()
   p_value, p_start, p_tables, p_heads, p_region = false, false, false, false, false
-  packed.block.t, packed.block.tb, packed.block.s, packed.block.str = false, false, false, false
+  p_let_go(packed.block)
 end
 
 return packed
