@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{Config, Server, TempDir};
+use support::{unhex, Config, Server, TempDir};
 
 struct Vector {
     case: String,
@@ -47,16 +47,7 @@ fn unquote(text: &str) -> &str {
 }
 
 fn bytes(text: &str) -> Option<Vec<u8>> {
-    if text == "null" {
-        return None;
-    }
-    let hex = unquote(text).as_bytes();
-    let digit = |c: u8| (c as char).to_digit(16).expect("a hex digit") as u8;
-    Some(
-        hex.chunks(2)
-            .map(|p| digit(p[0]) << 4 | digit(p[1]))
-            .collect(),
-    )
+    (text != "null").then(|| unhex(unquote(text)))
 }
 
 fn vectors() -> Vec<Vector> {

@@ -10,7 +10,7 @@ use std::ops::RangeInclusive;
 use redis::{Connection, RedisResult, Value};
 use support::{
     check_result, contents, error_text, expire_time, for_each_encoding, load_library, scores,
-    server_ms, snapshot, swl_command, Config, Contents, Encoding, Rng, Server, NEVER_MS,
+    server_ms, snapshot, swl_command, unhex, Config, Contents, Encoding, Rng, Server, NEVER_MS,
 };
 
 /// The calls that take a request's arguments.
@@ -1853,14 +1853,6 @@ fn op_on_both(con: &mut Connection, value: &[u8], op: Op, args: &[String]) -> [R
         let reply = call(con, module, op, "k", args);
         (reply, bytes_left(con, "k"))
     })
-}
-
-/// The bytes `hex` spells.
-fn unhex(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// Two one-block logs whose bits another writer damaged, found by the

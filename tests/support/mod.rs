@@ -567,6 +567,14 @@ pub fn compact_slots(bytes: &[u8]) -> (u64, Vec<u64>) {
     (base, slots)
 }
 
+/// The bytes that `hex` (two digits a byte, as tests write values out) spells.
+pub fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// The times in a compact log of format version 2, as docs/encodings.md
 /// documents it: a 24-byte header (head rank, head block, tail block at
 /// 8, 12 and 16), then blocks 256 bytes apart; a block holds its first
