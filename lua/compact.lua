@@ -1,6 +1,6 @@
 
 --[[ The compact log: a string of fixed-width slots, byte for byte as the
-module's src/compact.rs reads and writes it (its header comment has the
+module's src/codec/slots.rs reads and writes it (its header comment has the
 layout). Every change leaves the bytes the module would leave, so a key can
 pass between the module and this library at any time.
 

@@ -1,4 +1,4 @@
---[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
+--[[ Compact logs of format version 2 (src/codec/packed/, docs/encodings.md):
 times in Elias-Fano blocks of 256 bytes. Read and written with the
 module's exact bytes. A block is read once per call and read where it
 lies, a few bytes at a time (its high bits eight at a time); the table of

@@ -30,8 +30,8 @@ modules=(
     "window table src/window.rs"
     "zset table src/redis/zset.rs"
     "keyspace table src/redis/compact.rs"
-    "compact table src/compact.rs"
-    "packed table src/packed.rs"
+    "compact table src/codec/slots.rs"
+    "packed table src/codec/packed/"
     "commands table src/commands.rs"
     "lib plain src/lib.rs"
 )

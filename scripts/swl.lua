@@ -621,12 +621,12 @@ end
 return keyspace
 end)()
 
---[[ ======== compact: lua/compact.lua (mirrors src/compact.rs) ======== ]]
+--[[ ======== compact: lua/compact.lua (mirrors src/codec/slots.rs) ======== ]]
 
 local compact = (function()
 
 --[[ The compact log: a string of fixed-width slots, byte for byte as the
-module's src/compact.rs reads and writes it (its header comment has the
+module's src/codec/slots.rs reads and writes it (its header comment has the
 layout). Every change leaves the bytes the module would leave, so a key can
 pass between the module and this library at any time.
 
@@ -1383,10 +1383,10 @@ return {
 }
 end)()
 
---[[ ======== packed: lua/packed.lua (mirrors src/packed.rs) ======== ]]
+--[[ ======== packed: lua/packed.lua (mirrors src/codec/packed/) ======== ]]
 
 local packed = (function()
---[[ Compact logs of format version 2 (src/packed.rs, docs/encodings.md):
+--[[ Compact logs of format version 2 (src/codec/packed/, docs/encodings.md):
 times in Elias-Fano blocks of 256 bytes. Read and written with the
 module's exact bytes. A block is read once per call and read where it
 lies, a few bytes at a time (its high bits eight at a time); the table of

@@ -6,7 +6,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::error::SwlError;
 use crate::redis::key::Access;
-use crate::redis::{open_log, reply, server_time_ms, LogKey, StoredLog};
+use crate::redis::{open_log, reply, server_time_ms, with_log, StoredLog};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
 use crate::window::{self, expiry_after, ScoreLog, Verdict};
@@ -20,10 +20,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Check, &args)?;
         let clock = server_time_ms();
-        match open_log(ctx, &args[1], Access::Write)? {
-            LogKey::Zset(mut key) => check_log(&mut key, &request, clock),
-            LogKey::Compact(mut key) => check_log(&mut key, &request, clock),
-        }
+        with_log!(open_log(ctx, &args[1], Access::Write)?, mut key => check_log(&mut key, &request, clock))
     });
     if let Ok(reply) = &outcome {
         stats::count_check(reply.allowed);
@@ -47,10 +44,7 @@ pub fn refund(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Refund, &args)?;
         let clock = server_time_ms();
-        match open_log(ctx, &args[1], Access::Write)? {
-            LogKey::Zset(mut key) => refund_log(&mut key, &request, clock),
-            LogKey::Compact(mut key) => refund_log(&mut key, &request, clock),
-        }
+        with_log!(open_log(ctx, &args[1], Access::Write)?, mut key => refund_log(&mut key, &request, clock))
     });
     if outcome.is_ok() {
         stats::count_refund();
@@ -101,10 +95,7 @@ pub fn peek(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
         let request = parse(Command::Peek, &args)?;
         let now = moment(&request, server_time_ms());
-        Ok(match open_log(ctx, &args[1], Access::Read)? {
-            LogKey::Zset(key) => peek_log(&key, &request, now),
-            LogKey::Compact(key) => peek_log(&key, &request, now),
-        })
+        Ok(with_log!(open_log(ctx, &args[1], Access::Read)?, key => peek_log(&key, &request, now)))
     });
     if outcome.is_ok() {
         stats::count_peek();
@@ -133,10 +124,7 @@ pub fn entries(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let [_, name] = args.as_slice() else {
             return Err(SwlError::WrongArity);
         };
-        match open_log(ctx, name, Access::Read)? {
-            LogKey::Zset(key) => Ok(key.scores()),
-            LogKey::Compact(key) => Ok(key.entries()?.into_iter().map(|t| t as f64).collect()),
-        }
+        with_log!(open_log(ctx, name, Access::Read)?, key => key.times())
     });
     match outcome {
         Ok(times) => {

@@ -1,11 +1,9 @@
 //! redis-swl: an exact, atomic sliding-window-log rate limiter for Redis.
 //! This file only assembles the module.
 
+mod codec;
 mod commands;
-mod compact;
 mod error;
-mod format;
-mod packed;
 mod redis;
 mod request;
 mod stats;

@@ -9,7 +9,7 @@
 -- drop_newest:count or reclaim (last), run in turn on the log `before`
 -- (has_before 0: no log) as one call runs them (opened once, changed,
 -- finished, then reclaimed): a value is read in the version its version
--- byte names (as src/format.rs dispatches), no value as a new log in
+-- byte names (as src/redis/mod.rs opens a key), no value as a new log in
 -- `format`. The codecs' reads
 -- and writes (keyspace) on a string in memory rather than a key: no key
 -- is read or written, which shows the codecs issue no command of their

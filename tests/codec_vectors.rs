@@ -1,7 +1,7 @@
 //! The function library's compact codecs against the module's, operation
 //! by operation: every vector in tests/vectors/codec.json (bytes before,
 //! an operation and its arguments, bytes after, written by the Rust codecs'
-//! own test, src/format/vectors.rs) is replayed through the Lua codecs, in
+//! own test, src/codec/vectors.rs) is replayed through the Lua codecs, in
 //! a test-only library built from the same modules with tests/codec.lua,
 //! over bytes in memory rather than a key, and must leave exactly the bytes
 //! the Rust codecs left.

@@ -1,5 +1,5 @@
-//! The log as a compact string (the format is `crate::compact`), read and
-//! changed in place through RM_StringDMA. What a call changed is propagated
+//! The log as a compact string of either format version (`crate::codec`),
+//! read and changed in place through RM_StringDMA. What a call changed is propagated
 //! once, when it ends, as the plain string commands it amounts to: one
 //! `SET key value PXAT at` for a new, rewritten or small value; otherwise a
 //! SETRANGE per changed range and PEXPIREAT if the expiry moved; UNLINK for
@@ -9,6 +9,7 @@
 //! MULTI/EXEC).
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::os::raw::c_int;
 use std::ptr;
@@ -17,22 +18,29 @@ use redis_module::raw;
 
 use super::key::OpenKey;
 use super::StoredLog;
-use crate::compact::{self, Change, FormatError};
+use crate::codec::{Change, Codec, FormatError, Reader};
 use crate::error::SwlError;
-use crate::format::{self, Layout, Log, Version};
 use crate::window::{LogWriter, ScoreLog};
 
 /// Values up to this size are propagated whole, in one SET with the
 /// expiry, rather than as SETRANGE and PEXPIREAT.
 const SET_WHOLE_AT_MOST: usize = 512;
 
-/// A compact-log key (or no key), closed when dropped.
-pub struct CompactKey {
+/// How a log that this call empties and then records into again is
+/// written: `Codec::record` of the format version the setting names, where
+/// that is not the version the key held.
+pub type Renewal = fn(Option<&mut [u8]>, u64, u64) -> Result<Change, FormatError>;
+
+/// A key holding a compact log in format `C` (or no key, whose log is
+/// created in `C`), closed when dropped.
+pub struct CompactKey<C: Codec> {
     key: OpenKey,
     /// The value's layout as last parsed; None once it changes.
-    layout: Cell<Option<Layout>>,
-    /// The format version of the logs this key creates.
-    new_version: Version,
+    layout: Cell<Option<C::Layout>>,
+    /// Where the setting names another version than `C`: how a log this
+    /// call empties and refills is written in that version.
+    renewal: Option<Renewal>,
+    codec: PhantomData<C>,
     /// What this call changed, propagated by `finish`.
     pending: Pending,
     /// A floor every live entry is above: the last trim's, until an entry
@@ -59,32 +67,50 @@ struct Pending {
     /// writer changed, which a call reads only in part): the call records
     /// nothing and must fail.
     damaged: bool,
+    /// The entries (time, count) recorded into a log this call emptied,
+    /// to be written anew in the setting's version (`renewal`) when the
+    /// call ends: a log emptied and refilled is a new log.
+    renewed: Option<(u64, u64)>,
 }
 
-impl AsRef<OpenKey> for CompactKey {
+impl<C: Codec> AsRef<OpenKey> for CompactKey<C> {
     fn as_ref(&self) -> &OpenKey {
         &self.key
     }
 }
 
-impl CompactKey {
+/// The format version byte of the string in `key`, read in place; None
+/// for a string too short to be a log, which is not read in place (that
+/// would convert an embedded or integer string).
+pub fn version_in(key: &OpenKey) -> Option<u8> {
+    if key.key_type() != raw::KeyType::String || key.value_length() < crate::codec::MIN_LEN {
+        return None;
+    }
+    let (ptr, len) = dma(key, raw::REDISMODULE_READ)?;
+    // SAFETY: as in `CompactKey::bytes`; nothing changes the value here.
+    let value = unsafe { std::slice::from_raw_parts(ptr, len) };
+    crate::codec::version_of(value)
+}
+
+impl<C: Codec> CompactKey<C> {
     /// The log in `key`, which holds a string or nothing. A string that is
     /// not a well-formed compact log is WRONGTYPE, and is left untouched:
     /// one too short to be a log is refused before it is read in place
     /// (which would convert an embedded or integer string).
-    pub fn new(key: OpenKey, new_version: Version) -> Result<Self, SwlError> {
+    pub fn new(key: OpenKey, renewal: Option<Renewal>) -> Result<Self, SwlError> {
         let existed = key.key_type() == raw::KeyType::String;
         let log = CompactKey {
             key,
             layout: Cell::new(None),
-            new_version,
+            renewal,
+            codec: PhantomData,
             pending: Pending {
                 existed,
                 ..Pending::default()
             },
             trimmed_to: None,
         };
-        if existed && (log.key.value_length() < format::MIN_LEN || log.log().is_none()) {
+        if existed && (log.key.value_length() < C::MIN_LEN || log.log().is_none()) {
             return Err(SwlError::WrongType);
         }
         Ok(log)
@@ -109,27 +135,16 @@ impl CompactKey {
     }
 
     fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
-        if self.key.key_type() != raw::KeyType::String {
-            return None;
-        }
-        let mut len: libc::size_t = 0;
-        // SAFETY: a live handle holding a string (writable when asked for
-        // writing: the key was opened so).
-        let ptr = unsafe {
-            raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| {
-                f(self.key.ptr, &mut len, mode as c_int)
-            })
-        };
-        (!ptr.is_null()).then_some((ptr.cast(), len))
+        dma(&self.key, mode)
     }
 
     /// The value as a log, parsed once per change.
-    fn log(&self) -> Option<Log<'_>> {
+    fn log(&self) -> Option<C::Log<'_>> {
         let bytes = self.bytes();
         if let Some(layout) = self.layout.get() {
-            return Some(Log::with_layout(bytes, layout));
+            return Some(C::with_layout(bytes, layout));
         }
-        let log = Log::parse(bytes).ok()?;
+        let log = C::parse(bytes).ok()?;
         self.layout.set(Some(log.layout()));
         Some(log)
     }
@@ -139,7 +154,7 @@ impl CompactKey {
         if self.key.key_type() == raw::KeyType::Empty {
             return Ok(Vec::new());
         }
-        Log::parse(self.bytes())
+        C::parse(self.bytes())
             .and_then(|log| log.entries())
             .map_err(|_| SwlError::WrongType)
     }
@@ -157,7 +172,7 @@ impl CompactKey {
     /// Keeps the head as the call found it, before a change moves it.
     fn keep_original_head(&mut self) {
         if self.pending.original_head.is_none() && !self.pending.rewritten {
-            let range = format::head_range(self.bytes());
+            let range = C::HEAD_AT;
             if let Some(bytes) = self.bytes().get(range.clone()) {
                 self.pending.original_head = Some((range, bytes.to_vec()));
             }
@@ -207,17 +222,15 @@ impl CompactKey {
         }
     }
 
-    /// Creates the empty key as a new log of format version 1, `count`
-    /// entries at `at`, written in place: COST 100,000 on a new log, the
-    /// costliest check there is, then fills one buffer rather than filling
-    /// a vector and copying it. (A packed log of as many is a sixteenth of
-    /// the bytes, made as a vector once.)
+    /// Creates the empty key as a new log, `count` entries at `at`, written
+    /// where it is stored (`Codec::NEW_LOG_IN_PLACE`): one buffer filled
+    /// rather than a vector filled and copied.
     fn create(&mut self, at: u64, count: u64) {
         if self.pending.damaged {
             return;
         }
         let count = usize::try_from(count).unwrap_or(usize::MAX);
-        let len = compact::new_log_len(at, count);
+        let len = C::new_log_len(at, count);
         // SAFETY: a live handle opened for writing, on an empty key, which
         // StringTruncate creates as a string of `len` zero bytes.
         let status = unsafe {
@@ -227,12 +240,12 @@ impl CompactKey {
         self.layout.set(None);
         match self.bytes_mut() {
             Some(value) if status == raw::REDISMODULE_OK as c_int && value.len() == len => {
-                compact::write_new_log(value, at, count);
+                C::write_new_log(value, at, count);
                 self.pending.rewritten = true;
                 self.pending.ranges.clear();
             }
             // Not created in place: written as any new value is.
-            _ => self.change(|value| compact::record(value, at, count as u64)),
+            _ => self.change(|value| C::record(value, at, count as u64)),
         }
     }
 
@@ -319,7 +332,11 @@ impl CompactKey {
     }
 }
 
-impl StoredLog for CompactKey {
+impl<C: Codec> StoredLog for CompactKey<C> {
+    fn times(&self) -> Result<Vec<f64>, SwlError> {
+        Ok(self.entries()?.into_iter().map(|t| t as f64).collect())
+    }
+
     /// Ends the call: sets the expiry (`expire_at`, where it changes) and
     /// propagates everything the call changed, with the keyspace events of
     /// the commands propagated. A call that found the value damaged puts
@@ -329,9 +346,17 @@ impl StoredLog for CompactKey {
         // that can find the value damaged follows (see Log::reclaimed).
         // Bytes that no longer parse (slots another writer damaged, which
         // the call's changes reached) are left as the call left them.
+        // A log emptied and refilled by this call is written anew in the
+        // setting's version (it holds only what the call recorded, so it
+        // has nothing to reclaim).
         if !self.pending.damaged {
-            if let Some(value) = self.log().and_then(|log| log.reclaimed()) {
-                self.apply(Ok(Change::Replace(value)));
+            match (self.pending.renewed, self.renewal) {
+                (Some((at, count)), Some(renewal)) => self.apply(renewal(None, at, count)),
+                _ => {
+                    if let Some(value) = self.log().and_then(|log| log.reclaimed()) {
+                        self.apply(Ok(Change::Replace(value)));
+                    }
+                }
             }
         }
         let pending = std::mem::take(&mut self.pending);
@@ -366,7 +391,7 @@ impl StoredLog for CompactKey {
     }
 }
 
-impl ScoreLog for CompactKey {
+impl<C: Codec> ScoreLog for CompactKey<C> {
     fn len(&self) -> u64 {
         self.log().map_or(0, |log| log.len() as u64)
     }
@@ -388,10 +413,10 @@ impl ScoreLog for CompactKey {
     }
 }
 
-impl LogWriter for CompactKey {
+impl<C: Codec> LogWriter for CompactKey<C> {
     fn trim_through(&mut self, floor: i64) {
         self.keep_original_head();
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::trim_through(v, floor)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| C::trim_through(v, floor)));
         self.trimmed_to = Some(floor);
     }
 
@@ -402,26 +427,42 @@ impl LogWriter for CompactKey {
         {
             self.trimmed_to = None;
         }
-        if self.key.key_type() == raw::KeyType::Empty && self.new_version == Version::Slots {
-            self.create(at, count);
-            return;
+        if self.key.key_type() == raw::KeyType::Empty {
+            if self.pending.existed && self.renewal.is_some() {
+                self.pending.renewed = Some((at, count));
+            }
+            if C::NEW_LOG_IN_PLACE {
+                self.create(at, count);
+                return;
+            }
         }
-        let version = self.new_version;
-        self.change(|value| format::record(value, version, at, count));
+        self.change(|value| C::record(value, at, count));
     }
 
     fn cap_to(&mut self, max_entries: u64) {
         self.keep_original_head();
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::cap_to(v, max_entries)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| C::cap_to(v, max_entries)));
     }
 
     fn drop_newest(&mut self, count: u64) {
-        // In format version 2 the newest entry left may be at or below the
-        // floor where another writer's low fields stopped a trim's count
-        // short; the library then counts again too.
-        if format::version_of(self.bytes()) == Some(Version::Packed) {
+        if !C::DROP_KEEPS_TRIM_FLOOR {
             self.trimmed_to = None;
         }
-        self.change(|value| value.map_or(Ok(Change::Nothing), |v| format::drop_newest(v, count)));
+        self.change(|value| value.map_or(Ok(Change::Nothing), |v| C::drop_newest(v, count)));
     }
+}
+
+/// The value of `key` in place (`mode`: reading, or writing where the key
+/// was opened so); None unless it holds a string.
+fn dma(key: &OpenKey, mode: u32) -> Option<(*mut u8, usize)> {
+    if key.key_type() != raw::KeyType::String {
+        return None;
+    }
+    let mut len: libc::size_t = 0;
+    // SAFETY: a live handle holding a string (writable when asked for
+    // writing: the key was opened so).
+    let ptr = unsafe {
+        raw::RedisModule_StringDMA.map_or(ptr::null_mut(), |f| f(key.ptr, &mut len, mode as c_int))
+    };
+    (!ptr.is_null()).then_some((ptr.cast(), len))
 }

@@ -14,10 +14,10 @@ use std::sync::Mutex;
 
 use redis_module::{enum_configuration, raw, Context, RedisString, Status};
 
+use crate::codec::{Codec, Packed, Slots};
 use crate::error::SwlError;
-use crate::format::Version;
 use crate::window::LogWriter;
-use compact::CompactKey;
+use compact::{CompactKey, Renewal};
 use key::{Access, OpenKey};
 use zset::ZsetKey;
 
@@ -45,28 +45,64 @@ pub trait StoredLog: LogWriter + AsRef<OpenKey> {
     /// makes sure replicas and the AOF get everything the call changed; or,
     /// where a change found the log damaged, fails with the log as it was.
     fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError>;
+    /// Every entry, oldest first, in milliseconds: SWL.ENTRIES.
+    fn times(&self) -> Result<Vec<f64>, SwlError>;
 }
 
-/// A log key, opened once per call as the encoding it holds.
+/// A log key, opened once per call as the encoding and format it holds.
 pub enum LogKey {
     Zset(ZsetKey),
-    Compact(CompactKey),
+    Slots(CompactKey<Slots>),
+    Packed(CompactKey<Packed>),
 }
 
-/// Opens the log at `name`: a sorted set, a compact string, or (no key)
-/// whichever `swl.encoding` says new logs are. Anything else is WRONGTYPE.
+/// Runs `$run` on the opened log `$key` (a `LogKey`), bound to `$log`,
+/// whatever it holds: each command is written once, for any `StoredLog`.
+macro_rules! with_log {
+    ($key:expr, $log:pat => $run:expr) => {
+        match $key {
+            $crate::redis::LogKey::Zset($log) => $run,
+            $crate::redis::LogKey::Slots($log) => $run,
+            $crate::redis::LogKey::Packed($log) => $run,
+        }
+    };
+}
+pub(crate) use with_log;
+
+/// Opens the log at `name`: a sorted set, a compact string of the format
+/// version its version byte names, or (no key) whichever `swl.encoding`
+/// says new logs are. Anything else is WRONGTYPE, as is a string that is
+/// not a compact log of its version.
 pub fn open_log(ctx: &Context, name: &RedisString, access: Access) -> Result<LogKey, SwlError> {
     let key = OpenKey::open(ctx, name, access);
-    match key.key_type() {
-        raw::KeyType::ZSet => Ok(LogKey::Zset(ZsetKey::new(key))),
-        raw::KeyType::String => CompactKey::new(key, new_version()).map(LogKey::Compact),
-        raw::KeyType::Empty => match encoding() {
-            Encoding::zset => Ok(LogKey::Zset(ZsetKey::new(key))),
-            Encoding::compact | Encoding::compact1 => {
-                CompactKey::new(key, new_version()).map(LogKey::Compact)
-            }
+    let new_logs = match encoding() {
+        Encoding::zset => None,
+        Encoding::compact => Some(Packed::VERSION),
+        Encoding::compact1 => Some(Slots::VERSION),
+    };
+    let version = match key.key_type() {
+        raw::KeyType::ZSet => return Ok(LogKey::Zset(ZsetKey::new(key))),
+        raw::KeyType::String => compact::version_in(&key),
+        raw::KeyType::Empty => match new_logs {
+            None => return Ok(LogKey::Zset(ZsetKey::new(key))),
+            version => version,
         },
-        _ => Err(SwlError::WrongType),
+        _ => return Err(SwlError::WrongType),
+    };
+    // A log that empties and is recorded into again in one call is a new
+    // log, in the version the setting names (version 2 under `zset`, as
+    // under `compact`).
+    let renewal = |held: u8| -> Option<Renewal> {
+        match new_logs.unwrap_or(Packed::VERSION) {
+            new if new == held => None,
+            Slots::VERSION => Some(Slots::record),
+            _ => Some(Packed::record),
+        }
+    };
+    match version {
+        Some(Packed::VERSION) => CompactKey::new(key, renewal(Packed::VERSION)).map(LogKey::Packed),
+        // Version 1 parses every other string, and refuses what is not one.
+        _ => CompactKey::new(key, renewal(Slots::VERSION)).map(LogKey::Slots),
     }
 }
 
@@ -74,15 +110,6 @@ fn encoding() -> Encoding {
     ENCODING
         .lock()
         .map_or(Encoding::compact, |setting| *setting)
-}
-
-/// The format version of the compact logs the setting creates: version 1
-/// where `compact1` keeps writing what 0.3 reads.
-fn new_version() -> Version {
-    match encoding() {
-        Encoding::compact1 => Version::Slots,
-        _ => Version::Packed,
-    }
 }
 
 /// The server's clock: Unix time in milliseconds.

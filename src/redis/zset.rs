@@ -492,6 +492,10 @@ impl LogWriter for ZsetKey {
 }
 
 impl StoredLog for ZsetKey {
+    fn times(&self) -> Result<Vec<f64>, SwlError> {
+        Ok(self.scores())
+    }
+
     /// Each change was propagated as it was made; only the expiry is left.
     fn finish(&mut self, expire_at: Option<i64>) -> Result<(), SwlError> {
         if let Some(at) = expire_at {

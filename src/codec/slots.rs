@@ -1,6 +1,6 @@
-//! The compact log: a sorted multiset of millisecond times held in a plain
-//! byte string, read and changed in place. Nothing here knows about Redis;
-//! `redis/compact.rs` stores the bytes in a string key.
+//! Compact format version 1: the log's times in slots of 4 or 8 bytes,
+//! in order. Nothing here knows about Redis; `redis/compact.rs` stores the
+//! bytes in a string key.
 //!
 //! Layout, integers little-endian:
 //!
@@ -29,9 +29,12 @@
 
 use std::ops::Range;
 
+use super::{
+    partition_point, read_u32, read_u64, size_class, string_overhead, Change, Codec, FormatError,
+    Reader, MAGIC,
+};
 use crate::window::MAX_MS;
 
-pub const MAGIC: [u8; 4] = *b"SWLc";
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 24;
 const WIDTH_AT: usize = 5;
@@ -47,21 +50,6 @@ pub const MIN_LEN: usize = HEADER_LEN + MIN_SLOTS * 4;
 /// that a client somewhat behind the others records into it (a time
 /// before the base makes the whole value anew, O(N)).
 pub const ROOM_BELOW_MS: u64 = 60_000;
-
-/// Why bytes are not a compact log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FormatError {
-    TooShort,
-    Magic,
-    Version,
-    Width,
-    Reserved,
-    Length,
-    Base,
-    Head,
-    /// A live slot that is free or past 2^53-1, or slots out of order.
-    Slots,
-}
 
 /// Where a parsed log's parts lie: enough to read the same, unchanged
 /// bytes again without parsing them.
@@ -101,7 +89,7 @@ impl<'a> Log<'a> {
         }
         let width = usize::from(header[WIDTH_AT]);
         if width != 4 && width != 8 {
-            return Err(FormatError::Width);
+            return Err(FormatError::SlotWidth);
         }
         if header[6..8] != [0; 2] || header[20..24] != [0; 4] {
             return Err(FormatError::Reserved);
@@ -127,10 +115,10 @@ impl<'a> Log<'a> {
         };
         log.end = head + partition_point(capacity - head, |i| log.raw(head + i) != 0);
         if log.end > head {
-            let oldest = log.time(head).ok_or(FormatError::Slots)?;
-            let newest = log.time(log.end - 1).ok_or(FormatError::Slots)?;
+            let oldest = log.time(head).ok_or(FormatError::Slot)?;
+            let newest = log.time(log.end - 1).ok_or(FormatError::Slot)?;
             if oldest > newest {
-                return Err(FormatError::Slots);
+                return Err(FormatError::Slot);
             }
         }
         Ok(log)
@@ -289,31 +277,17 @@ impl<'a> Log<'a> {
     pub fn entries(&self) -> Result<Vec<u64>, FormatError> {
         let mut times = Vec::with_capacity(self.len());
         for index in self.head..self.end {
-            let time = self.time(index).ok_or(FormatError::Slots)?;
+            let time = self.time(index).ok_or(FormatError::Slot)?;
             if times.last().is_some_and(|&last| last > time) {
-                return Err(FormatError::Slots);
+                return Err(FormatError::Slot);
             }
             times.push(time);
         }
         if (self.end..self.capacity()).any(|index| self.raw(index) != 0) {
-            return Err(FormatError::Slots);
+            return Err(FormatError::Slot);
         }
         Ok(times)
     }
-}
-
-/// How a change is to reach the stored value, and from it replicas.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    Nothing,
-    /// The value was changed in place in this byte range.
-    InPlace(Range<usize>),
-    /// The value was changed in place in these byte ranges.
-    Ranges(Vec<Range<usize>>),
-    /// The value is to be replaced by these bytes.
-    Replace(Vec<u8>),
-    /// No entry is left: the key is to go.
-    Emptied,
 }
 
 /// Removes every entry at or before `floor`: moves the head, O(log N).
@@ -401,7 +375,7 @@ pub fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change,
                 return remade();
             }
             let copy = log.copied(at, count, stored, count);
-            return copy.map(Change::Replace).ok_or(FormatError::Slots);
+            return copy.map(Change::Replace).ok_or(FormatError::Slot);
         }
         (at, log.end, log.width, stored)
     };
@@ -504,58 +478,9 @@ fn write_value(value: &mut [u8], base: u64, width: usize, times: impl Iterator<I
 fn slots_filling_allocation(wanted: usize, width: usize) -> usize {
     let wanted = wanted.max(MIN_SLOTS);
     let len = HEADER_LEN + wanted * width;
-    // The string header (3, 5 or 9 bytes by length) and its NUL.
-    let overhead = |len: usize| match len {
-        0..=255 => 4,
-        256..=65535 => 6,
-        _ => 10,
-    };
-    let block = size_class(len + overhead(len));
-    let usable = block - overhead(block);
+    let block = size_class(len + string_overhead(len));
+    let usable = block - string_overhead(block);
     ((usable - HEADER_LEN) / width).max(wanted)
-}
-
-/// The length, at least `len`, of a value that fills the memory Redis
-/// allocates for a string of `len` bytes (see `slots_filling_allocation`).
-pub fn filling_allocation(len: usize) -> usize {
-    let overhead = |len: usize| match len {
-        0..=255 => 4,
-        256..=65535 => 6,
-        _ => 10,
-    };
-    let block = size_class(len + overhead(len));
-    // The longest string whose header and NUL still fit the block.
-    let usable = [4, 6, 10]
-        .into_iter()
-        .map(|overhead| block - overhead)
-        .find(|&usable| overhead(usable) + usable <= block)
-        .unwrap_or(len);
-    usable.max(len)
-}
-
-/// jemalloc's size class for `n` bytes: multiples of 16 up to 128, then
-/// four evenly spaced classes per power of two.
-fn size_class(n: usize) -> usize {
-    if n <= 128 {
-        return n.div_ceil(16) * 16;
-    }
-    let spacing = n.next_power_of_two() / 8;
-    n.div_ceil(spacing) * spacing
-}
-
-/// The first index in `0..len` where `is_before` turns false, assuming it
-/// holds on a prefix; never reads outside `0..len`.
-pub(crate) fn partition_point(len: usize, is_before: impl Fn(usize) -> bool) -> usize {
-    let (mut low, mut high) = (0, len);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if is_before(mid) {
-            low = mid + 1;
-        } else {
-            high = mid;
-        }
-    }
-    low
 }
 
 /// Stores `stored` in a slot of 4 or 8 bytes (the slot's length), which the
@@ -564,274 +489,68 @@ fn write_slot(slot: &mut [u8], stored: u64) {
     slot.copy_from_slice(&stored.to_le_bytes()[..slot.len()]);
 }
 
-pub(crate) fn read_u32(bytes: &[u8]) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[..4]);
-    u32::from_le_bytes(word)
+/// Compact format version 1.
+pub struct Slots;
+
+impl Codec for Slots {
+    const VERSION: u8 = VERSION;
+    const MIN_LEN: usize = MIN_LEN;
+    const HEAD_AT: Range<usize> = HEAD_AT;
+    /// COST 100,000 on a new log, the costliest check there is, makes
+    /// 400 KB of slots: filled once where they are stored.
+    const NEW_LOG_IN_PLACE: bool = true;
+    /// Dropping frees the newest slots; those left keep their times.
+    const DROP_KEEPS_TRIM_FLOOR: bool = true;
+    type Layout = Layout;
+    type Log<'a> = Log<'a>;
+
+    fn parse(value: &[u8]) -> Result<Log<'_>, FormatError> {
+        Log::parse(value)
+    }
+    fn with_layout(value: &[u8], layout: Layout) -> Log<'_> {
+        Log::with_layout(value, layout)
+    }
+    fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
+        trim_through(value, floor)
+    }
+    fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
+        cap_to(value, max_entries)
+    }
+    fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> {
+        drop_newest(value, count)
+    }
+    fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
+        record(value, time, count)
+    }
+    fn new_log_len(time: u64, count: usize) -> usize {
+        new_log_len(time, count)
+    }
+    fn write_new_log(value: &mut [u8], time: u64, count: usize) {
+        write_new_log(value, time, count)
+    }
 }
 
-fn read_u64(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(word)
+impl Reader for Log<'_> {
+    type Layout = Layout;
+    fn layout(&self) -> Layout {
+        Log::layout(self)
+    }
+    fn len(&self) -> usize {
+        Log::len(self)
+    }
+    fn count_above(&self, floor: i64) -> usize {
+        Log::count_above(self, floor)
+    }
+    fn time_at(&self, rank: usize) -> Option<u64> {
+        Log::time_at(self, rank)
+    }
+    fn entries(&self) -> Result<Vec<u64>, FormatError> {
+        Log::entries(self)
+    }
+    fn reclaimed(&self) -> Option<Vec<u8>> {
+        Log::reclaimed(self)
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::pairs::Pair;
-    use crate::format::Version;
-    use crate::window::tests::XorShift;
-
-    /// What ends every call: the dead slots reclaimed once over half.
-    fn reclaim(value: &[u8]) -> Result<Change, FormatError> {
-        let log = Log::parse(value)?;
-        Ok(log.reclaimed().map_or(Change::Nothing, Change::Replace))
-    }
-
-    /// What ends every call in version 1: the same base and width,
-    /// copied; or 8-byte slots made anew in 4 once their span allows.
-    fn reclaimed_as_copies(was: &[u8], now: &[u8]) {
-        let (was, now) = (Log::parse(was).unwrap(), Log::parse(now).unwrap());
-        let narrowed = (was.width, now.width) == (8, 4);
-        if !narrowed {
-            assert_eq!((now.base, now.width), (was.base, was.width));
-        }
-        assert_eq!(now.head, 0);
-    }
-
-    #[test]
-    fn a_new_log_has_the_documented_layout() {
-        // Based a minute (60,000 ms) before the oldest: 100,000 is 60,001.
-        let value = encode(&[100_000, 100_000, 100_005], 0);
-        assert_eq!(&value[..8], b"SWLc\x01\x04\x00\x00");
-        assert_eq!(value[8..16], 40_000u64.to_le_bytes());
-        assert_eq!(value[16..24], [0; 8]);
-        let slots = [0x61, 0xea, 0, 0, 0x61, 0xea, 0, 0, 0x66, 0xea, 0, 0];
-        assert_eq!(value[24..36], slots);
-        assert!(value[36..].iter().all(|&b| b == 0));
-        assert!(value.len() >= MIN_LEN);
-        assert_eq!(
-            Log::parse(&value).unwrap().entries(),
-            Ok(vec![100_000, 100_000, 100_005])
-        );
-        // Times within a minute of 0 are based at 0.
-        assert_eq!(encode(&[1000], 0)[8..16], [0; 8]);
-    }
-
-    #[test]
-    fn recording_in_order_writes_only_the_new_slots() {
-        let mut value = encode(&[10], 0);
-        let change = record(Some(&mut value), 12, 2).unwrap();
-        assert_eq!(change, Change::InPlace(28..36));
-        assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![10, 12, 12]));
-    }
-
-    #[test]
-    fn giving_back_the_newest_frees_their_slots_and_all_of_them_empties() {
-        let mut value = encode(&[10, 11, 12, 13], 0);
-        assert_eq!(drop_newest(&mut value, 2), Ok(Change::InPlace(32..40)));
-        assert!(value[32..].iter().all(|&b| b == 0));
-        assert_eq!(Log::parse(&value).unwrap().entries(), Ok(vec![10, 11]));
-        assert_eq!(drop_newest(&mut value, 2), Ok(Change::Emptied));
-    }
-
-    #[test]
-    fn a_trim_moves_the_head_and_a_large_dead_prefix_is_reclaimed() {
-        let times: Vec<u64> = (100_001..=100_040).collect();
-        let mut value = encode(&times, 0);
-        let capacity = (value.len() - HEADER_LEN) / 4;
-        assert_eq!(
-            trim_through(&mut value, 100_005),
-            Ok(Change::InPlace(16..20))
-        );
-        assert_eq!(read_u32(&value[16..20]), 5);
-        assert_eq!(reclaim(&value), Ok(Change::Nothing));
-        // More than half dead: still only the head moves, and reclaiming
-        // writes the live slots anew, byte for byte, with the same base.
-        assert_eq!(
-            trim_through(&mut value, 100_035),
-            Ok(Change::InPlace(16..20))
-        );
-        let Ok(Change::Replace(reclaimed)) = reclaim(&value) else {
-            panic!("more than half dead: the value is written anew");
-        };
-        let log = Log::parse(&reclaimed).unwrap();
-        assert_eq!(log.entries(), Ok((100_036..=100_040).collect()));
-        assert_eq!(log.base, 40_001);
-        let live = HEADER_LEN + 35 * 4..HEADER_LEN + 40 * 4;
-        assert_eq!(reclaimed[HEADER_LEN..HEADER_LEN + 20], value[live]);
-        assert!(reclaimed.len() < HEADER_LEN + capacity * 4);
-        assert_eq!(trim_through(&mut value, 100_040), Ok(Change::Emptied));
-    }
-
-    #[test]
-    fn a_full_log_grows_keeping_its_base_and_its_slots_bytes() {
-        let mut value = encode(&[100_000], 0);
-        let capacity = (value.len() - HEADER_LEN) / 4;
-        for time in 100_001..100_000 + capacity as u64 {
-            assert!(matches!(
-                record(Some(&mut value), time, 1),
-                Ok(Change::InPlace(_))
-            ));
-        }
-        // Full: an entry older than the newest goes to its place in a
-        // larger value, the other slots copied unchanged.
-        let Ok(Change::Replace(grown)) = record(Some(&mut value), 100_003, 2) else {
-            panic!("a full log grows");
-        };
-        assert_eq!(grown[..24], value[..24]);
-        let (old, new) = (&value[HEADER_LEN..], &grown[HEADER_LEN..]);
-        assert_eq!(new[..16], old[..16]);
-        assert_eq!(new[16..24], [0x64, 0xea, 0, 0, 0x64, 0xea, 0, 0]);
-        assert_eq!(new[24..24 + old.len() - 16], old[16..]);
-        assert!(grown.len() > value.len());
-    }
-
-    #[test]
-    fn times_past_the_slot_width_or_before_the_base_rewrite_the_value() {
-        let t = 1_000_000;
-        let mut value = encode(&[t], 0);
-        let Ok(Change::Replace(wide)) = record(Some(&mut value), t + (1 << 32), 1) else {
-            panic!("a span of 2^32 ms needs 8-byte slots");
-        };
-        assert_eq!(wide[WIDTH_AT], 8);
-        assert_eq!(
-            Log::parse(&wide).unwrap().entries(),
-            Ok(vec![t, t + (1 << 32)])
-        );
-        // A minute behind the oldest still fits below the base.
-        let mut behind = value.clone();
-        let change = record(Some(&mut behind), t - ROOM_BELOW_MS, 1);
-        assert!(matches!(change, Ok(Change::InPlace(_))), "{change:?}");
-        let Ok(Change::Replace(rebased)) = record(Some(&mut value), t - ROOM_BELOW_MS - 1, 1)
-        else {
-            panic!("a time before the base rebases the log");
-        };
-        let log = Log::parse(&rebased).unwrap();
-        assert_eq!(log.entries(), Ok(vec![t - ROOM_BELOW_MS - 1, t]));
-        assert_eq!(log.base, t - 2 * ROOM_BELOW_MS - 1);
-        let top = encode(&[0, MAX_MS], 0);
-        assert_eq!(Log::parse(&top).unwrap().entries(), Ok(vec![0, MAX_MS]));
-        // A span that fits 4-byte slots only without the room below is
-        // based lower and takes 8-byte slots.
-        let near = encode(&[t, t + u64::from(u32::MAX) - 10], 0);
-        assert_eq!(near[WIDTH_AT], 8);
-    }
-
-    #[test]
-    fn values_fill_their_allocation_and_grow_by_an_eighth() {
-        assert_eq!(size_class(100), 112);
-        assert_eq!(size_class(4097), 5120);
-        assert_eq!(size_class(4096), 4096);
-        for n in [1usize, 7, 100, 1000, 10_000, 100_000] {
-            let value = encode(&vec![5; n], 0);
-            let slots = (value.len() - HEADER_LEN) / 4;
-            assert!(slots >= n + (n / 8).max(4), "{n}: {slots}");
-            // No more than a size class (a quarter) above what is wanted.
-            assert!(value.len() <= (HEADER_LEN + (n + (n / 8).max(4)) * 4) * 5 / 4 + 16);
-        }
-    }
-
-    #[test]
-    fn a_new_log_written_in_place_is_what_record_writes() {
-        for (time, count) in [(0, 1), (1_700_000_000_000, 3), (5, 100_000)] {
-            let Ok(Change::Replace(expected)) = record(None, time, count as u64) else {
-                panic!("record on no log writes a value");
-            };
-            let mut value = vec![0u8; new_log_len(time, count)];
-            write_new_log(&mut value, time, count);
-            assert_eq!(value, expected, "{time} {count}");
-        }
-    }
-
-    #[test]
-    fn counts_take_the_ends_before_any_interior_slot() {
-        // Interior slots out of order (damage a call does not read): a
-        // floor before the oldest counts every entry, one from the newest
-        // none, whatever the slot a search would probe first holds.
-        let with_slot = |index: usize, stored: u32| {
-            let mut value = encode(&[100, 200, 300, 400, 500], 0);
-            let at = HEADER_LEN + 4 * index;
-            value[at..at + 4].copy_from_slice(&stored.to_le_bytes());
-            value
-        };
-        // Based at 0, slots hold time + 1: the oldest at 149, and the
-        // middle slot read as 102.
-        let mut early = with_slot(0, 150);
-        early[HEADER_LEN + 8..HEADER_LEN + 12].copy_from_slice(&103u32.to_le_bytes());
-        assert_eq!(Log::parse(&early).unwrap().count_above(120), 5);
-        // The middle slot read as 999, after the newest.
-        let late = with_slot(2, 900);
-        assert_eq!(Log::parse(&late).unwrap().count_above(500), 0);
-        assert_eq!(Log::parse(&late).unwrap().count_above(250), 3);
-    }
-
-    #[test]
-    fn random_changes_agree_with_a_sorted_vector() {
-        let mut rng = XorShift(0x0dd_ba11_5eed);
-        for round in 0..400 {
-            let mut pair = Pair::new(Version::Slots);
-            let mut clock = rng.below(1000);
-            for step in 0..60 {
-                let context = format!("round {round} step {step}");
-                match rng.below(10) {
-                    0..=4 => {
-                        clock += rng.below(20);
-                        let time = match rng.below(8) {
-                            0 => clock.saturating_sub(rng.below(300)),
-                            1 => clock + (1 << 32) * rng.below(2),
-                            _ => clock,
-                        };
-                        let most = if rng.below(10) == 0 { 60 } else { 3 };
-                        pair.record(time, 1 + rng.below(most));
-                    }
-                    5..=6 => pair.trim_through(clock as i64 - rng.below(200) as i64),
-                    7 => {
-                        let most = if rng.below(8) == 0 { 60 } else { 3 };
-                        pair.drop_newest(1 + rng.below(most))
-                    }
-                    _ => pair.cap_to(rng.below(40)),
-                }
-                pair.check(&context);
-                pair.reclaim(reclaimed_as_copies);
-                pair.check(&context);
-            }
-        }
-    }
-
-    #[test]
-    fn hostile_bytes_are_refused_or_read_without_panicking() {
-        let mut rng = XorShift(0xbad_c0de);
-        let good = encode(&[100, 200, 300, 400], 0);
-        assert!(Log::parse(&good[..MIN_LEN - 1]).is_err());
-        assert_eq!(Log::parse(b"hello").err(), Some(FormatError::TooShort));
-        for _ in 0..20_000 {
-            let mut bytes = if rng.below(3) == 0 {
-                (0..rng.below(120))
-                    .map(|_| rng.below(256) as u8)
-                    .collect::<Vec<u8>>()
-            } else {
-                let mut bytes = good.clone();
-                for _ in 0..1 + rng.below(4) {
-                    let at = rng.below(bytes.len() as u64) as usize;
-                    bytes[at] = rng.below(256) as u8;
-                }
-                bytes.truncate(bytes.len() - rng.below(3) as usize * rng.below(9) as usize);
-                bytes
-            };
-            if let Ok(log) = Log::parse(&bytes) {
-                let _ = (log.entries(), log.count_above(250), log.time_at(1));
-                for _ in 0..3 {
-                    let _ = match rng.below(5) {
-                        0 => trim_through(&mut bytes, rng.below(500) as i64),
-                        1 => cap_to(&mut bytes, rng.below(5)),
-                        2 => drop_newest(&mut bytes, rng.below(5)),
-                        3 => reclaim(&bytes),
-                        _ => record(Some(&mut bytes), rng.below(600), 1 + rng.below(3)),
-                    };
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -9,6 +9,7 @@
 //! SWL_WRITE_VECTORS=1 it writes the file instead.
 
 use std::fmt::Write as _;
+use std::marker::PhantomData;
 
 use super::*;
 use crate::window::tests::XorShift;
@@ -48,15 +49,15 @@ impl Op {
 
     /// The operation on `value` (None: no log), as the module runs it: the
     /// value after it, or an error, the value then left as it was.
-    fn apply(self, version: Version, value: Option<&[u8]>) -> Result<Option<Vec<u8>>, FormatError> {
+    fn apply<C: Codec>(self, value: Option<&[u8]>) -> Result<Option<Vec<u8>>, FormatError> {
         let mut bytes = value.map(<[u8]>::to_vec);
         let change = match (self, bytes.as_deref_mut()) {
-            (Op::Record(time, count), value) => record(value, version, time, count)?,
+            (Op::Record(time, count), value) => C::record(value, time, count)?,
             (_, None) => Change::Nothing,
-            (Op::TrimThrough(floor), Some(value)) => trim_through(value, floor)?,
-            (Op::CapTo(max), Some(value)) => cap_to(value, max)?,
-            (Op::DropNewest(count), Some(value)) => drop_newest(value, count)?,
-            (Op::Reclaim, Some(value)) => match Log::parse(value)?.reclaimed() {
+            (Op::TrimThrough(floor), Some(value)) => C::trim_through(value, floor)?,
+            (Op::CapTo(max), Some(value)) => C::cap_to(value, max)?,
+            (Op::DropNewest(count), Some(value)) => C::drop_newest(value, count)?,
+            (Op::Reclaim, Some(value)) => match C::parse(value)?.reclaimed() {
                 Some(bytes) => Change::Replace(bytes),
                 None => Change::Nothing,
             },
@@ -85,18 +86,18 @@ fn hex(bytes: Option<&[u8]>) -> String {
 }
 
 /// A case: operations run in turn on one log, each a vector.
-struct Case {
+struct Case<C: Codec> {
     name: String,
-    version: Version,
+    codec: PhantomData<C>,
     value: Option<Vec<u8>>,
     lines: Vec<String>,
 }
 
-impl Case {
-    fn new(name: &str, version: Version) -> Case {
+impl<C: Codec> Case<C> {
+    fn new(name: &str) -> Self {
         Case {
             name: name.to_string(),
-            version,
+            codec: PhantomData,
             value: None,
             lines: Vec::new(),
         }
@@ -105,12 +106,12 @@ impl Case {
     /// Runs `ops` in turn on the log as one call does (trim, cap or drop,
     /// record, then reclaim), writing one vector: op `call`, its arguments
     /// the operations' tokens. An error leaves the value as it was.
-    fn call(&mut self, ops: &[Op]) -> &mut Case {
+    fn call(&mut self, ops: &[Op]) -> &mut Self {
         let before = self.value.clone();
         let mut value = before.clone();
         let mut ok = true;
         for &op in ops {
-            match op.apply(self.version, value.as_deref()) {
+            match op.apply::<C>(value.as_deref()) {
                 Ok(after) => value = after,
                 Err(_) => {
                     (ok, value) = (false, before.clone());
@@ -122,7 +123,7 @@ impl Case {
         self.lines.push(format!(
             "{{\"case\": \"{}\", \"format\": {}, \"op\": \"call\", \"args\": [{}], \"ok\": {ok}, \"before\": {}, \"after\": {}}}",
             self.name,
-            self.version as u8,
+            C::VERSION,
             tokens.join(", "),
             hex(before.as_deref()),
             hex(value.as_deref()),
@@ -133,13 +134,13 @@ impl Case {
 
     /// Runs `op` without a vector: what brings the log to the state the
     /// next vectors start from.
-    fn setup(&mut self, op: Op) -> &mut Case {
-        self.value = op.apply(self.version, self.value.as_deref()).unwrap();
+    fn setup(&mut self, op: Op) -> &mut Self {
+        self.value = op.apply::<C>(self.value.as_deref()).unwrap();
         self
     }
 
     /// Runs `op` as a vector where `kept`, otherwise as set-up.
-    fn step(&mut self, kept: bool, op: Op) -> &mut Case {
+    fn step(&mut self, kept: bool, op: Op) -> &mut Self {
         if kept {
             self.run(op)
         } else {
@@ -148,9 +149,9 @@ impl Case {
     }
 
     /// Runs `op`, writing its vector; an error leaves the value as it was.
-    fn run(&mut self, op: Op) -> &mut Case {
+    fn run(&mut self, op: Op) -> &mut Self {
         let before = self.value.clone();
-        let result = op.apply(self.version, before.as_deref());
+        let result = op.apply::<C>(before.as_deref());
         let (name, args) = op.name_and_args();
         let (ok, after) = match result {
             Ok(after) => (true, after),
@@ -159,7 +160,7 @@ impl Case {
         self.lines.push(format!(
             "{{\"case\": \"{}\", \"format\": {}, \"op\": \"{name}\", \"args\": [{}], \"ok\": {ok}, \"before\": {}, \"after\": {}}}",
             self.name,
-            self.version as u8,
+            C::VERSION,
             args.join(", "),
             hex(before.as_deref()),
             hex(after.as_deref()),
@@ -170,7 +171,7 @@ impl Case {
 
     /// Runs `op` on the value with `bytes` written at `at` (damage another
     /// writer made), keeping the undamaged value for what follows.
-    fn damaged(&mut self, at: usize, bytes: &[u8], op: Op) -> &mut Case {
+    fn damaged(&mut self, at: usize, bytes: &[u8], op: Op) -> &mut Self {
         let Some(kept) = self.value.clone() else {
             return self;
         };
@@ -186,15 +187,26 @@ impl Case {
 
 const T: u64 = 1_700_000_000_000;
 
+/// How many entries a format's cases take: many in a new log, a dense
+/// block, a damaged log, and a sliding window of whole calls.
+trait Sizes {
+    const SIZES: (u64, u64, u64, u64);
+}
+
+impl Sizes for Packed {
+    const SIZES: (u64, u64, u64, u64) = (3000, 1500, 300, 3000);
+}
+
+/// Format 1 has no blocks to fill: fewer entries show all it does.
+impl Sizes for Slots {
+    const SIZES: (u64, u64, u64, u64) = (300, 150, 120, 300);
+}
+
 /// The cases, for one format version.
-fn cases(version: Version) -> Vec<Case> {
+fn cases<C: Codec + Sizes>() -> Vec<Case<C>> {
     let mut all = Vec::new();
-    let case = |name: &str| Case::new(name, version);
-    // Format 1 has no blocks to fill: fewer entries show all it does.
-    let (many, dense, damaged, called) = match version {
-        Version::Packed => (3000, 1500, 300, 3000),
-        Version::Slots => (300, 150, 120, 300),
-    };
+    let case = |name: &str| Case::new(name);
+    let (many, dense, damaged, called) = C::SIZES;
 
     // New logs, appends in order, and entries sharing a millisecond.
     let mut c = case("new logs and appends");
@@ -327,9 +339,9 @@ fn cases(version: Version) -> Vec<Case> {
         // Kept: the calls whose reclaim rewrites the value, and a few more.
         let mut appended = c.value.clone();
         for op in &ops[..2] {
-            appended = op.apply(version, appended.as_deref()).unwrap();
+            appended = op.apply::<C>(appended.as_deref()).unwrap();
         }
-        let reclaimed = Op::Reclaim.apply(version, appended.as_deref()).unwrap();
+        let reclaimed = Op::Reclaim.apply::<C>(appended.as_deref()).unwrap();
         if reclaimed != appended || i % 100 == 0 {
             c.call(&ops);
         } else {
@@ -419,11 +431,8 @@ fn cases(version: Version) -> Vec<Case> {
 
 fn vectors() -> String {
     let mut lines = Vec::new();
-    for version in [Version::Slots, Version::Packed] {
-        for case in cases(version) {
-            lines.extend(case.lines);
-        }
-    }
+    lines.extend(cases::<Slots>().into_iter().flat_map(|case| case.lines));
+    lines.extend(cases::<Packed>().into_iter().flat_map(|case| case.lines));
     format!("[\n{}\n]\n", lines.join(",\n"))
 }
 
