@@ -203,6 +203,53 @@ func (c *Client) Refund(ctx context.Context, key string, window time.Duration, l
 	return c.run(ctx, refund, key, window, limit, options)
 }
 
+// maxLimit is a limit no log reaches, for counting what a log holds: 10^15
+// (the module takes up to 2^53 - 1, but replies near that lose digits in
+// some clients).
+const maxLimit = 1_000_000_000_000_000
+
+// Usage is what a log holds in a window.
+type Usage struct {
+	// Units is the units recorded in the window.
+	Units int64
+	// ResetAfter is when the newest entry leaves the window (0 when it
+	// holds none).
+	ResetAfter time.Duration
+}
+
+// Units is the units key's log holds in the last window: a peek against a
+// limit no log reaches, whose remaining counts them.
+func (c *Client) Units(ctx context.Context, key string, window time.Duration) (int64, error) {
+	counted, err := c.Peek(ctx, key, window, maxLimit)
+	if err != nil {
+		return 0, err
+	}
+	return maxLimit - 1 - counted.Remaining, nil
+}
+
+// Usage is the units key's log holds in the last window, and when its
+// newest entry leaves that window: two peeks, sent together.
+func (c *Client) Usage(ctx context.Context, key string, window time.Duration) (Usage, error) {
+	type newest struct {
+		verdict Verdict
+		err     error
+	}
+	log := make(chan newest, 1)
+	go func() {
+		v, err := c.Peek(ctx, key, window, 0)
+		log <- newest{v, err}
+	}()
+	units, err := c.Units(ctx, key, window)
+	last := <-log
+	if err != nil {
+		return Usage{}, err
+	}
+	if last.err != nil {
+		return Usage{}, last.err
+	}
+	return Usage{Units: units, ResetAfter: last.verdict.ResetAfter}, nil
+}
+
 // Reset deletes key's log (DEL), so that its client starts afresh. It is
 // sent once, as a check is: an [*UncertainOutcomeError] where no reply
 // came.
@@ -336,10 +383,20 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 	if err == nil {
 		return false, nil
 	}
-	if isReply(err) {
-		return isUnknownCommand(err), nil
+	if !isReply(err) {
+		return false, err
 	}
-	return false, err
+	if !isUnknownCommand(err) {
+		return false, nil
+	}
+	// No module: the library is loaded before any call goes to it, so
+	// that calls keep their order. A server that refuses the version check
+	// or the load is left to the call, which loads it, if it can, when
+	// FCALL finds it missing.
+	if err := c.LoadLibrary(ctx, false); err != nil && !isReply(err) {
+		return false, err
+	}
+	return true, nil
 }
 
 // LoadLibrary loads the function library (on a cluster, on every primary),

@@ -187,6 +187,28 @@ func TestResetAndEntries(t *testing.T) {
 	})
 }
 
+func TestUsage(t *testing.T) {
+	each(t, func(t *testing.T, s *server, client *swl.Client) {
+		usage, err := client.Usage(ctx, "none", time.Minute)
+		if err != nil || usage != (swl.Usage{}) {
+			t.Fatalf("usage %+v, %v", usage, err)
+		}
+		if _, err := client.Check(ctx, "now", time.Minute, 5, swl.Cost(2)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Check(ctx, "now", time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+		usage, err = client.Usage(ctx, "now", time.Minute)
+		if err != nil || usage.Units != 3 || usage.ResetAfter <= 50*time.Second || usage.ResetAfter > time.Minute {
+			t.Fatalf("usage %+v, %v", usage, err)
+		}
+		if units, err := client.Units(ctx, "now", time.Minute); err != nil || units != 3 {
+			t.Fatalf("units %d, %v", units, err)
+		}
+	})
+}
+
 func TestErrors(t *testing.T) {
 	each(t, func(t *testing.T, s *server, client *swl.Client) {
 		// Refused by the server: an error reply, certain to change nothing.

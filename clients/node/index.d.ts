@@ -113,11 +113,15 @@ export declare class SWL {
   check(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { penalize?: boolean }): Promise<Verdict>;
   peek(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions & { oldest?: boolean }): Promise<Verdict>;
   refund(key: string | Buffer, windowMs: number, limit: number, options?: CallOptions): Promise<Verdict>;
+  /** The log's entries, oldest first, as Unix milliseconds (SWL.ENTRIES); none for no key. */
+  entries(key: string | Buffer): Promise<number[]>;
   /** The units the log holds in the last windowMs. */
   units(key: string | Buffer, windowMs: number): Promise<number>;
   /** The units the log holds in the last windowMs, and when the newest leaves it. */
   usage(key: string | Buffer, windowMs: number): Promise<{ units: number; resetAfterMs: number }>;
-  /** Removes the log; true if there was one. */
+  /** Removes the log (DEL) and its cached denials; true if there was one. */
+  reset(key: string | Buffer): Promise<boolean>;
+  /** @deprecated reset's name before 0.5. */
   delete(key: string | Buffer): Promise<boolean>;
   /**
    * Loads the function library (on a cluster, on the node serving key), replacing an older one with replace. It asks that node

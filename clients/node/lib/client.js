@@ -11,6 +11,7 @@ const { checkEncoding, librarySource, libraryVersion, isNewer } = require('./lib
 const CHECK = Object.freeze({ command: 'SWL.CHECK', fn: 'swl_check', readOnly: false });
 const PEEK = Object.freeze({ command: 'SWL.PEEK', fn: 'swl_peek', readOnly: true });
 const REFUND = Object.freeze({ command: 'SWL.REFUND', fn: 'swl_refund', readOnly: false });
+const ENTRIES = Object.freeze({ command: 'SWL.ENTRIES', fn: 'swl_entries', readOnly: true });
 
 // A limit no log reaches, for counting what a log holds: 10^15 (the module
 // takes up to 2^53 - 1, but replies near that lose digits in some clients).
@@ -110,12 +111,12 @@ class UncertainOutcomeError extends Error {
   }
 }
 
-// The library's name (its first line: #!lua name=swl).
-const LIBRARY_NAME = 'swl';
 // What the client asks a node before it loads or replaces the library
 // there: the loaded library's release. A library from before 0.4, or none,
 // has no such function.
 const VERSION_CHECK = Object.freeze(['FCALL_RO', 'swl_version', '0']);
+// What a client sends once, before its first call (see SWL.ask).
+const PROBE = Object.freeze(['SWL.CHECK']);
 
 // Whether a server has the module, by the client or function that reaches
 // it (see SWL.probe).
@@ -239,17 +240,15 @@ class SWL {
     this.probed = null;
   }
 
-  // Asks the server once whether it has the module (COMMAND INFO, which
-  // changes nothing), so that the first check already goes to SWL.CHECK or
-  // to FCALL: trying SWL.CHECK first would cost a round trip, and a later
-  // call not awaited would overtake it. The answer is shared by every SWL
-  // over the same client or function (limiters made per route or per
-  // request ask once). Every command of this SWL waits for the same
-  // promise, one tick each, so they leave in the order they were called.
-  // Without the module, the library is loaded here too where the server
-  // lacks it, for the same reason. A server that refuses COMMAND (ACL) is
-  // tried as before: SWL.CHECK, then FCALL on "unknown command". A probe
-  // that failed otherwise (no connection) is asked again by the next call.
+  // Asks the server once whether it has the module, by the probe of
+  // clients/spec/protocol.md (see ask), so that the first check already
+  // goes to SWL.CHECK or to FCALL: trying SWL.CHECK first would cost a
+  // round trip, and a later call not awaited would overtake it. The answer
+  // is shared by every SWL over the same client or function (limiters made
+  // per route or per request ask once). Every command of this SWL waits
+  // for the same promise, one tick each, so they leave in the order they
+  // were called. A probe that failed (no connection, a timeout) fails the
+  // calls waiting for it, and is asked again by the next call.
   probe(key) {
     if (!this.probed) {
       let shared = PROBES.get(this.sender);
@@ -273,26 +272,28 @@ class SWL {
     return this.probed;
   }
 
-  // Resolves true or false (whether the server has the module), or null
-  // where it would not say. A server that refuses FUNCTION LIST or LOAD
-  // still has no module: the library is then loaded, if it can be, when
-  // FCALL finds it missing.
+  // Resolves true or false: whether the server has the module. The probe
+  // is SWL.CHECK without its arguments, sent once: Redis refuses it for its
+  // arity before it looks at ACLs or at a cluster's slots, so it records
+  // nothing and needs no permission: "unknown command" without the module,
+  // "wrong number of arguments" (or any other error reply) with it.
+  // Without the module, the library is loaded here where the server lacks
+  // it, before any call goes to it, so that calls keep their order; a
+  // server that refuses the version check or the load is left to the
+  // call, which loads it, if it can, when FCALL finds it missing.
   async ask(key) {
-    const answer = async (command, then) => {
-      try {
-        return then(await this.send(key, command, true, false));
-      } catch (error) {
-        if (isErrorReply(error)) return null;
-        throw error;
-      }
-    };
-    const hasModule = await answer(['COMMAND', 'INFO', CHECK.command], (info) => {
-      if (!Array.isArray(info) || info.length !== 1) return null;
-      return info[0] !== null && info[0] !== undefined;
-    });
-    if (hasModule !== false) return hasModule;
-    const missing = await answer(['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME], (list) => Array.isArray(list) && list.length === 0);
-    if (missing) await this.loadLibrary({ key });
+    try {
+      await this.send(key, PROBE, false, true);
+      return true;
+    } catch (error) {
+      if (!isErrorReply(error)) throw error;
+      if (!isUnknownCommand(error)) return true;
+    }
+    try {
+      await this.loadLibrary({ key });
+    } catch (error) {
+      if (!isErrorReply(error)) throw error;
+    }
     return false;
   }
 
@@ -340,6 +341,18 @@ class SWL {
     return pending.finally(() => this.denialCache.forget(key));
   }
 
+  // The log: its entries' times, oldest first, as Unix milliseconds
+  // (SWL.ENTRIES); none for no key.
+  async entries(key) {
+    if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
+    const reply = await this.call(ENTRIES, key, []);
+    return reply.map((time) => {
+      const ms = Number(time);
+      if (!Number.isSafeInteger(ms)) throw new TypeError(`not whole milliseconds: ${String(time)}`);
+      return ms;
+    });
+  }
+
   // What the log holds in the last windowMs: its units and when the newest
   // leaves the window (0 when it holds none). Two peeks, sent together.
   async usage(key, windowMs) {
@@ -354,14 +367,20 @@ class SWL {
     return MAX_LIMIT - 1 - counted.remaining;
   }
 
-  // Removes the log: resolves true if there was one. It drops the key's
-  // cached denials as refund does.
-  delete(key) {
+  // Removes the log (DEL), so that its next check is a new client's, and
+  // drops the key's cached denials as refund does: resolves true if there
+  // was one.
+  reset(key) {
     return this.forgetting(key, (async () => {
       await this.probe(key);
       const deleted = await this.send(key, ['DEL', key], false);
       return Number(deleted) === 1;
     })());
+  }
+
+  // reset's name before 0.5.
+  delete(key) {
+    return this.reset(key);
   }
 
   // Loads the function library on the server (for a cluster, on the node
@@ -422,6 +441,14 @@ class SWL {
       if (!isMissingFunction(error)) throw explained(error, args, true);
     }
     await this.loadLibrary({ key });
+    try {
+      return await send(fcall, false);
+    } catch (error) {
+      if (!isMissingFunction(error)) throw explained(error, args, true);
+    }
+    // A library from an older release that lacks the function: replaced
+    // (never by an older one than it), and the call sent a last time.
+    await this.loadLibrary({ replace: true, key });
     try {
       return await send(fcall, false);
     } catch (error) {

@@ -129,7 +129,7 @@ class SwlStore {
 
   async resetKey(key) {
     this.denials.delete(key);
-    await this.swl.delete(this.key(key));
+    await this.swl.reset(this.key(key));
   }
 }
 

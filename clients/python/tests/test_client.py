@@ -53,6 +53,33 @@ def test_the_client_gives_exact_verdicts_with_and_without_the_module(start_serve
 
 
 @pytest.mark.parametrize("module,encoding", MODES, ids=IDS)
+def test_usage_counts_what_a_log_holds_in_a_window(start_server, module, encoding):
+    server = start_server(module, encoding)
+
+    async def asyncio_usage(key):
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            return await AsyncSWL(client, encoding=encoding).usage(key, 60_000)
+        finally:
+            await client.aclose()
+
+    limiter = SWL(server.client(), encoding=encoding)
+    assert limiter.usage("none", 60_000) == (0, 0)
+    limiter.check("now", 60_000, 5, cost=2)
+    limiter.check("now", 1_000, 5)
+    usage = limiter.usage("now", 60_000)
+    assert usage.units == 3
+    assert 50_000 < usage.reset_after_ms <= 60_000
+    assert limiter.units("now", 60_000) == 3
+    assert asyncio.run(asyncio_usage("now")).units == 3
+    assert asyncio.run(asyncio_usage("none")) == (0, 0)
+    assert limiter.entries("none") == []
+    assert limiter.entries("at") == []
+    limiter.check("at", 60_000, 5, now_ms=1000, cost=2)
+    assert limiter.entries("at") == [1000, 1000]
+
+
+@pytest.mark.parametrize("module,encoding", MODES, ids=IDS)
 def test_the_asyncio_client_gives_the_same_verdicts(start_server, module, encoding):
     server = start_server(module, encoding)
 

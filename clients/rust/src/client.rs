@@ -173,6 +173,19 @@ pub fn library_source(encoding: Encoding) -> &'static str {
     }
 }
 
+/// A limit no log reaches, for counting what a log holds: 10^15 (the module
+/// takes up to 2^53 - 1, but replies near that lose digits in some clients).
+const MAX_LIMIT: u64 = 1_000_000_000_000_000;
+
+/// What a log holds in a window ([`Swl::usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// The units recorded in the window.
+    pub units: u64,
+    /// When the newest entry leaves the window (0 when it holds none).
+    pub reset_after_ms: i64,
+}
+
 /// One reply of SWL.CHECK, SWL.PEEK or SWL.REFUND, by name, as the Python
 /// and Node clients give it.
 ///
@@ -511,6 +524,11 @@ const REFUND: Names = Names {
     function: "swl_refund",
     changes: true,
 };
+const ENTRIES: Names = Names {
+    command: "SWL.ENTRIES",
+    function: "swl_entries",
+    changes: false,
+};
 
 /// What a client sends once, before its first call, to learn whether the
 /// server has the module: SWL.CHECK without its arguments. Redis refuses it
@@ -706,6 +724,59 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         self.run(PEEK, key, options.args(window_ms, limit)).await
     }
 
+    /// `key`'s log: its entries' times, oldest first, as Unix milliseconds
+    /// (SWL.ENTRIES); none for no key. A sorted set with a score another
+    /// tool wrote that is not a whole number fails with a type error.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> Result<(), redis_swl_client::Error> {
+    /// let times: Vec<i64> = swl.entries("rl:alice").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn entries(&self, key: &str) -> Result<Vec<i64>, Error> {
+        self.call(ENTRIES, key, &[]).await
+    }
+
+    /// The units `key`'s log holds in the last `window_ms`: a peek against
+    /// a limit no log reaches, whose remaining counts them.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> Result<(), redis_swl_client::Error> {
+    /// let units = swl.units("rl:alice", 60_000).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn units(&self, key: &str, window_ms: u64) -> Result<u64, Error> {
+        let counted = self
+            .peek(key, window_ms, MAX_LIMIT, &Options::new())
+            .await?;
+        Ok(MAX_LIMIT - 1 - counted.remaining)
+    }
+
+    /// The units `key`'s log holds in the last `window_ms`, and when its
+    /// newest entry leaves that window (0 when it holds none): two peeks,
+    /// sent together.
+    ///
+    /// ```no_run
+    /// # async fn example(swl: redis_swl_client::Swl<redis::aio::ConnectionManager>) -> Result<(), redis_swl_client::Error> {
+    /// let usage = swl.usage("rl:alice", 60_000).await?;
+    /// println!("{} units, the newest leaves in {} ms", usage.units, usage.reset_after_ms);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn usage(&self, key: &str, window_ms: u64) -> Result<Usage, Error> {
+        let newest = Options::new();
+        let (units, log) = tokio::join!(
+            self.units(key, window_ms),
+            self.peek(key, window_ms, 0, &newest)
+        );
+        Ok(Usage {
+            units: units?,
+            reset_after_ms: log?.reset_after_ms,
+        })
+    }
+
     /// Gives back up to `options`' cost of the newest recorded units (a
     /// request that should not count after all), and replies what
     /// [`peek`](Swl::peek) replies then.
@@ -801,6 +872,25 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         })
     }
 
+    /// Loads the library where the probe found no module, before any call
+    /// goes to it, so that calls keep their order. A server that refuses
+    /// the version check or the load is left to the call: it loads the
+    /// library, if it can, when FCALL finds it missing. Only a failure to
+    /// get an answer (a timeout, a lost connection) fails the probe.
+    async fn prepare_library(&self) -> RedisResult<()> {
+        match self.load_library(false).await {
+            Err(error)
+                if error.is_io_error()
+                    || error.is_timeout()
+                    || error.is_connection_dropped()
+                    || error.is_connection_refusal() =>
+            {
+                Err(error)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Each command is sent once by this client. redis-rs's
     /// `ConnectionManager` and `MultiplexedConnection` never send one again
     /// (a manager reconnects, and gives the error); its cluster connection
@@ -810,7 +900,16 @@ impl<C: ConnectionLike + Clone + Send + Sync> Swl<C> {
         let sent = |result: RedisResult<Vec<i64>>| result.map_err(|error| Error::of(names, error));
         // One probe for every call: the others wait for it (and try it
         // again, one at a time, if it failed).
-        let library = *self.probed.get_or_try_init(|| self.probe()).await?;
+        let library = *self
+            .probed
+            .get_or_try_init(|| async {
+                let library = self.probe().await?;
+                if library {
+                    self.prepare_library().await?;
+                }
+                Ok::<bool, redis::RedisError>(library)
+            })
+            .await?;
         if library {
             self.uses_library.store(true, Ordering::Relaxed);
         }

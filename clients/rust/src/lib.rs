@@ -39,7 +39,7 @@ mod layer;
 mod local;
 
 pub use cache::DenialCache;
-pub use client::{library_source, Encoding, Error, Options, Swl, Verdict};
+pub use client::{library_source, Encoding, Error, Options, Swl, Usage, Verdict};
 #[cfg(feature = "axum")]
 pub use layer::{
     client_address, forwarded_for, rate_limit_headers, Config, ConfigError, FailedFn,

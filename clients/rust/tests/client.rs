@@ -114,6 +114,36 @@ async fn a_session_is_answered_exactly_with_and_without_the_module() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counts_what_a_log_holds_in_a_window() {
+    for module in [true, false] {
+        for encoding in ENCODINGS {
+            let server = Server::start(module, encoding);
+            let client = redis::Client::open(server.url()).unwrap();
+            let swl = Swl::new(client.get_multiplexed_async_connection().await.unwrap())
+                .with_encoding(encoding);
+            let none = swl.usage("none", 60_000).await.unwrap();
+            assert_eq!((none.units, none.reset_after_ms), (0, 0));
+            swl.check("now", 60_000, 5, &Options::new().cost(2))
+                .await
+                .unwrap();
+            swl.check("now", 1_000, 5, &Options::new()).await.unwrap();
+            let usage = swl.usage("now", 60_000).await.unwrap();
+            assert_eq!(usage.units, 3, "module {module}, {encoding:?}");
+            assert!(
+                usage.reset_after_ms > 50_000 && usage.reset_after_ms <= 60_000,
+                "{usage:?}"
+            );
+            assert_eq!(swl.units("now", 60_000).await.unwrap(), 3);
+            assert_eq!(swl.entries("none").await.unwrap(), Vec::<i64>::new());
+            swl.check("at", 60_000, 5, &Options::new().now_ms(1000).cost(2))
+                .await
+                .unwrap();
+            assert_eq!(swl.entries("at").await.unwrap(), [1000, 1000]);
+        }
+    }
+}
+
 #[tokio::test]
 async fn errors_name_the_argument_and_change_nothing() {
     for module in [true, false] {

@@ -8,12 +8,14 @@ slowapi) where ``limits`` is installed (``pip install redis-swl[limits]``).
 
 from importlib.metadata import version as _version
 
-from ._protocol import UncertainOutcomeError, Verdict, Window, library_source
+from ._protocol import UncertainOutcomeError, Usage, Verdict, Window, library_source
 from .aio import AsyncSWL
 from .cache import DenialCache
 from .client import SWL
 
-__all__ = ["SWL", "AsyncSWL", "DenialCache", "UncertainOutcomeError", "Verdict", "Window", "library_source"]
+__all__ = [
+    "SWL", "AsyncSWL", "DenialCache", "UncertainOutcomeError", "Usage", "Verdict", "Window",
+    "library_source"]
 # The installed distribution's, which hatch_build.py takes from Cargo.toml.
 __version__ = _version("redis-swl")
 

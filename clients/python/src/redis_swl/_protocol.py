@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import (
-    TYPE_CHECKING, Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union)
+    TYPE_CHECKING, Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, TypeVar,
+    Union)
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -25,6 +26,7 @@ Window = Tuple[int, int]
 CHECK = ("SWL.CHECK", "swl_check")
 PEEK = ("SWL.PEEK", "swl_peek")
 REFUND = ("SWL.REFUND", "swl_refund")
+ENTRIES = ("SWL.ENTRIES", "swl_entries")
 
 #: The calls that change the log: sent once, never again after a timeout.
 CHANGES = (CHECK, REFUND)
@@ -40,6 +42,10 @@ PROBE = ("SWL.CHECK",)
 #: the module and the library take them.
 MAX_WINDOWS = 100
 
+#: A limit no log reaches, for counting what a log holds: 10^15 (the module
+#: takes up to 2^53 - 1, but replies near that lose digits in some clients).
+MAX_LIMIT = 10**15
+
 #: The encodings of new logs the library takes: a sorted set, a compact log
 #: (the newest format the library writes), or a compact log of format
 #: version 1, which redis-swl 0.3 reads too (for a fleet part way through
@@ -52,6 +58,14 @@ _VERSION_LINE = re.compile(r"\nlocal VERSION = '([^'\n]*)'\n")
 #: the loaded library's release. A library from before 0.4, or none, has no
 #: such function.
 VERSION_CHECK = ("FCALL_RO", "swl_version", 0)
+
+
+class Usage(NamedTuple):
+    """What a log holds in a window: its units, and when its newest entry
+    leaves the window (0 when it holds none)."""
+
+    units: int
+    reset_after_ms: int
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,16 @@ class Verdict:
         if self.retry_after_ms < 0:
             return None
         return -(-self.retry_after_ms // 1000)
+
+
+def entries_of(reply: Sequence[Any]) -> List[int]:
+    """SWL.ENTRIES's reply as whole milliseconds. A sorted set with a score
+    another tool wrote that is not a whole number (which the reply gives as
+    a string) is refused with ValueError."""
+    try:
+        return [v if isinstance(v, int) else int(v) for v in reply]
+    except ValueError:
+        raise ValueError(f"not whole milliseconds: {reply!r}") from None
 
 
 def request_args(

@@ -11,10 +11,14 @@ from .cache import DenialCache, clock
 from ._protocol import (
     CHECK,
     CHANGES,
+    ENTRIES,
+    MAX_LIMIT,
     PROBE,
     VERSION_CHECK,
     Commands,
+    Usage,
     Verdict,
+    entries_of,
     explained,
     is_library_present,
     is_missing_function,
@@ -93,31 +97,39 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
         self, names: Tuple[str, str], key: str, args: List[Union[int, str]]
     ) -> Verdict:
         try:
-            return await self._call(names, key, args)
+            return Verdict.from_reply(await self._call(names, key, args))
         except ResponseError as error:
             plain = explained(error, args, self.uses_library)
             if plain is error:
                 raise
             raise plain from error
 
-    async def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
+    async def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Any:
+        """See :meth:`redis_swl.SWL._call`."""
         command, function = names
         send = self._once if names in CHANGES else self._retried
         if not await self._uses_library(key):
             try:
-                return Verdict.from_reply(await send(key, command, key, *args))
+                return await send(key, command, key, *args)
             except RedisError as error:
                 # The module went away (unknown commands are not carried out).
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
         try:
-            return Verdict.from_reply(await send(key, "FCALL", function, 1, key, *args))
+            return await send(key, "FCALL", function, 1, key, *args)
         except ResponseError as error:
             if not is_missing_function(error):
                 raise
         await self.load_library()
-        return Verdict.from_reply(await send(key, "FCALL", function, 1, key, *args))
+        try:
+            return await send(key, "FCALL", function, 1, key, *args)
+        except ResponseError as error:
+            if not is_missing_function(error):
+                raise
+        # See SWL._call: an older library that lacks the function.
+        await self.load_library(replace=True)
+        return await send(key, "FCALL", function, 1, key, *args)
 
     async def _uses_library(self, key: str) -> bool:
         """Whether calls go to the library: asked of the server once, by
@@ -151,6 +163,12 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
                 await self._once(key, *PROBE, probe=True)
             except ResponseError as error:
                 probe.library = probe_finds_library(error)
+            if probe.library:
+                # See SWL._prepare_library.
+                try:
+                    await self.load_library()
+                except ResponseError:
+                    pass
             self.uses_library = probe.library
             self._probed = True
         except (Exception, asyncio.CancelledError) as error:  # each waiting call raises it
@@ -158,6 +176,20 @@ class AsyncSWL(Commands[Awaitable[Verdict]]):
             self._probe = None
         finally:
             probe.answered.set()
+
+    async def entries(self, key: str) -> List[int]:
+        """See :meth:`redis_swl.SWL.entries`."""
+        return entries_of(await self._call(ENTRIES, key, []))
+
+    async def units(self, key: str, window_ms: int) -> int:
+        """See :meth:`redis_swl.SWL.units`."""
+        return MAX_LIMIT - 1 - (await self.peek(key, window_ms, MAX_LIMIT)).remaining
+
+    async def usage(self, key: str, window_ms: int) -> Usage:
+        """See :meth:`redis_swl.SWL.usage`: the two peeks, sent together."""
+        counted, log = await asyncio.gather(
+            self.peek(key, window_ms, MAX_LIMIT), self.peek(key, window_ms, 0))
+        return Usage(MAX_LIMIT - 1 - counted.remaining, log.reset_after_ms)
 
     async def _retried(self, key: str, *command: Any) -> Any:
         return await self.client.execute_command(*command)

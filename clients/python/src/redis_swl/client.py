@@ -11,10 +11,14 @@ from .cache import DenialCache, clock
 from ._protocol import (
     CHECK,
     CHANGES,
+    ENTRIES,
+    MAX_LIMIT,
     PROBE,
     VERSION_CHECK,
     Commands,
+    Usage,
     Verdict,
+    entries_of,
     explained,
     is_library_present,
     is_missing_function,
@@ -66,7 +70,7 @@ class SWL(Commands[Verdict]):
 
     def _run(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
         try:
-            return self._call(names, key, args)
+            return Verdict.from_reply(self._call(names, key, args))
         except ResponseError as error:
             plain = explained(error, args, self.uses_library)
             if plain is error:
@@ -98,29 +102,54 @@ class SWL(Commands[Verdict]):
         finally:
             cache.forget(key)
 
+    def entries(self, key: str) -> List[int]:
+        """``key``'s log: its entries' times, oldest first, as Unix
+        milliseconds (SWL.ENTRIES); none for no key."""
+        return entries_of(self._call(ENTRIES, key, []))
+
+    def units(self, key: str, window_ms: int) -> int:
+        """The units ``key``'s log holds in the last ``window_ms``: a peek
+        against a limit no log reaches, whose remaining counts them."""
+        return MAX_LIMIT - 1 - self.peek(key, window_ms, MAX_LIMIT).remaining
+
+    def usage(self, key: str, window_ms: int) -> Usage:
+        """The units ``key``'s log holds in the last ``window_ms``, and when
+        its newest entry leaves that window (0 when it holds none)."""
+        return Usage(self.units(key, window_ms), self.peek(key, window_ms, 0).reset_after_ms)
+
     def _deleted(self, key: str) -> None:
         self.client.delete(key)
 
-    def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Verdict:
+    def _call(self, names: Tuple[str, str], key: str, args: List[Union[int, str]]) -> Any:
+        """The call's reply, from the module or the library (see
+        clients/spec/protocol.md)."""
         command, function = names
         send = self._once if names in CHANGES else self._retried
         if not self._probed:
             self._wait_for_probe(key)
         if not self.uses_library:
             try:
-                return Verdict.from_reply(send(key, command, key, *args))
+                return send(key, command, key, *args)
             except RedisError as error:
                 # The module went away (unknown commands are not carried out).
                 if not is_unknown_command(error):
                     raise
                 self.uses_library = True
         try:
-            return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
+            return send(key, "FCALL", function, 1, key, *args)
         except ResponseError as error:
             if not is_missing_function(error):
                 raise
         self.load_library()
-        return Verdict.from_reply(send(key, "FCALL", function, 1, key, *args))
+        try:
+            return send(key, "FCALL", function, 1, key, *args)
+        except ResponseError as error:
+            if not is_missing_function(error):
+                raise
+        # A library from an older release that lacks the function: replaced
+        # (never by an older one than it), and the call sent a last time.
+        self.load_library(replace=True)
+        return send(key, "FCALL", function, 1, key, *args)
 
     def _wait_for_probe(self, key: str) -> None:
         """Probes, or waits for the probe another thread is sending."""
@@ -146,8 +175,20 @@ class SWL(Commands[Verdict]):
         try:
             self._once(key, *PROBE, probe=True)
         except ResponseError as error:
-            return probe_finds_library(error)
+            if probe_finds_library(error):
+                self._prepare_library()
+                return True
         return False
+
+    def _prepare_library(self) -> None:
+        """Loads the library where the probe found no module, before any
+        call goes to it, so that calls keep their order. A server that
+        refuses the version check or the load is left to the call: it
+        loads the library, if it can, when FCALL finds it missing."""
+        try:
+            self.load_library()
+        except ResponseError:
+            pass
 
     def _retried(self, key: str, *command: Any) -> Any:
         return self.client.execute_command(*command)
