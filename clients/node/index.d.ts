@@ -241,13 +241,28 @@ export declare class LocalLimiter {
   /** Throws a TypeError for more than MAX_WINDOWS windows, as the module refuses them. */
   check(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
   refund(key: string, windows: readonly Window[], nowMs: number, cost?: number): Verdict;
+  /** Drops key's log (a reset). */
+  forget(key: string): void;
 }
 
 export type Policy = 'open' | 'closed' | 'local';
 
 export interface RateLimitOptions {
-  /** Redis to connect to, for node-redis: redis://host:port/. */
-  url: string;
+  /** Redis to connect to, for node-redis: redis://host:port/. Give exactly one of url, client and sendCommand. */
+  url?: string;
+  /** The app's own node-redis client or cluster, or ioredis client; each command is given timeoutMs. */
+  client?: object;
+  /** A function that sends one command, as rate-limit-redis takes it: (...args) => Promise of the reply. */
+  sendCommand?: (...args: string[]) => Promise<unknown>;
+  /**
+   * Per-route limits: a path prefix (within the app) to the windows of the requests under it; the longest prefix wins,
+   * [] exempts them. Each route keeps logs of its own.
+   */
+  routes?: Readonly<Record<string, readonly Window[]>>;
+  /** Give back the units of a request whose response `failed` says failed (through SWL.REFUND); false by default. */
+  refundFailed?: boolean;
+  /** Which responses count as failed for refundFailed: 4xx and 5xx by default. */
+  failed?: (status: number) => boolean;
   /** [[windowMs, limit], ...], at most MAX_WINDOWS; a request must fit every one. */
   windows: readonly Window[];
   cost?: number;
@@ -291,5 +306,7 @@ export interface RateLimitMiddleware {
 export declare function rateLimit(options: RateLimitOptions): RateLimitMiddleware;
 export declare function clientAddress(req: RequestLike): string;
 export declare function rateLimitHeaders(verdict: Verdict): Record<string, string>;
+/** The default `failed` of rateLimit: 4xx and 5xx. */
+export declare function failedResponse(status: number): boolean;
 /** The function library this package ships, creating new logs in `encoding` ('compact' by default). */
 export declare function librarySource(encoding?: Encoding): string;

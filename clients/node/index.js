@@ -9,7 +9,9 @@ const { SwlStore } = require('./lib/express-rate-limit');
 const { LocalLimiter, MAX_WINDOWS } = require('./lib/local');
 const { librarySource, ENCODINGS } = require('./lib/library');
 const { DenialCache } = require('./lib/cache');
-const { rateLimit, clientAddress, rateLimitHeaders } = require('./lib/middleware');
+const {
+  rateLimit, clientAddress, rateLimitHeaders, failedResponse,
+} = require('./lib/middleware');
 
 // RateLimiterSwl extends rate-limiter-flexible's store class, so it is
 // loaded when asked for. Without rate-limiter-flexible installed, what is
@@ -40,6 +42,7 @@ module.exports = {
   rateLimit,
   clientAddress,
   rateLimitHeaders,
+  failedResponse,
   librarySource,
   ENCODINGS,
 };

@@ -16,6 +16,7 @@ export const {
   rateLimit,
   clientAddress,
   rateLimitHeaders,
+  failedResponse,
   librarySource,
   ENCODINGS,
   RateLimiterSwl,

@@ -115,6 +115,11 @@ class LocalLimiter {
     return verdict;
   }
 
+  // Drops key's log (a reset).
+  forget(key) {
+    this.logs.delete(key);
+  }
+
   trimmed(key, windows, nowMs) {
     if (windows.length > MAX_WINDOWS) {
       // As the module refuses the call, before anything changes.

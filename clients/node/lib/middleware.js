@@ -113,10 +113,31 @@ function connection(url, timeoutMs) {
   return { sendCommand, connected, drop: () => drop() };
 }
 
+// A response that, with refundFailed, does not count: 4xx and 5xx.
+function failedResponse(status) {
+  return status >= 400;
+}
+
+// The routes option checked: a path prefix to its windows ([] exempts it).
+function checkRoutes(routes) {
+  if (routes === null || typeof routes !== 'object' || Array.isArray(routes)) {
+    throw new TypeError("routes must be { '/prefix': [[windowMs, limit], ...], ... }");
+  }
+  for (const [prefix, windows] of Object.entries(routes)) {
+    if (!prefix.startsWith('/')) throw new TypeError(`routes: a prefix starts with /, not ${JSON.stringify(prefix)}`);
+    if (!(Array.isArray(windows) && windows.length === 0)) checkWindows(windows);
+  }
+  return routes;
+}
+
 // key(req) names the client a request counts against: a string, or a
-// promise of one.
+// promise of one. Redis is reached through one of url (a connection the
+// middleware makes and replaces after a failure), client (a node-redis or
+// ioredis client of the app's) or sendCommand, as SWL takes them.
 function rateLimit({
   url,
+  client,
+  sendCommand,
   windows,
   cost = 1,
   policy = 'open',
@@ -128,7 +149,13 @@ function rateLimit({
   denialCacheKeys = DEFAULT_KEYS,
   name = 'default',
   metrics,
+  routes = {},
+  refundFailed = false,
+  failed = failedResponse,
 }) {
+  if ([url, client, sendCommand].filter((x) => x !== undefined).length !== 1) {
+    throw new TypeError('redis-swl: give exactly one of url, client or sendCommand');
+  }
   if (!POLICIES.includes(policy)) {
     throw new TypeError(`unknown policy "${policy}" (accepted: ${POLICIES.join(', ')})`);
   }
@@ -139,20 +166,40 @@ function rateLimit({
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new TypeError(`timeoutMs must be a whole number of milliseconds above 0, not ${String(timeoutMs)}`);
   }
-  const [[windowMs, limit], ...moreWindows] = windows;
+  checkRoutes(routes);
+  if (typeof failed !== 'function') throw new TypeError('failed must be a function of the status code');
   const cache = new DenialCache(denialCacheKeys);
   const record = metrics === undefined || metrics === null ? null : decisionMetrics(metrics, name);
-  // The connection times each command itself, so that it can drop the
-  // connection a command timed out on.
-  const redis = connection(url, timeoutMs);
-  const swl = new SWL({ sendCommand: redis.sendCommand, encoding });
+  // A connection made from url times each command itself, so that it can
+  // drop the connection a command timed out on; the app's own client is
+  // kept, and each command given timeoutMs.
+  const redis = url !== undefined
+    ? connection(url, timeoutMs)
+    : { connected: () => Promise.resolve(), drop: () => {} };
+  const swl = url !== undefined
+    ? new SWL({ sendCommand: redis.sendCommand, encoding })
+    : new SWL({ client, sendCommand, encoding, timeoutMs });
+  // The route (its prefix, or '' for none) and the windows a path within
+  // the app is held to: the longest prefix that covers it ('/search'
+  // covers '/search/x', not '/searchable').
+  const limitsFor = (path) => {
+    let route = '';
+    for (const prefix of Object.keys(routes)) {
+      const covers = path === prefix || path.startsWith(`${prefix.replace(/\/+$/, '')}/`);
+      if (covers && prefix.length > route.length) route = prefix;
+    }
+    return [route, route ? routes[route] : windows];
+  };
+  // Each route keeps logs of its own.
+  const logName = (route, who) => (route ? `${keyPrefix}${route}:${who}` : keyPrefix + who);
   const local = new LocalLimiter(maxLocalClients);
   let delayMs = 0;
   let retryAt = 0;
   let failures = 0;
 
-  const check = async (name) => {
+  const check = async (name, held) => {
     if (Date.now() < retryAt) return null;
+    const [[windowMs, limit], ...moreWindows] = held;
     try {
       const verdict = await swl.check(name, windowMs, limit, { cost, windows: moreWindows });
       delayMs = 0;
@@ -169,22 +216,41 @@ function rateLimit({
   // Connect now rather than on the first request.
   redis.connected().catch(() => {});
 
-  const options = { cost, windows: moreWindows };
   // Where a decision came from, counted once it is made.
   const decided = (started, allowed, source) => {
     if (record) record(allowed ? 'admitted' : 'denied', source, (performance.now() - started) / 1000);
   };
 
+  // Gives a request's units back where they were recorded, if it ended
+  // within the narrowest window: a refund removes the newest entries,
+  // which after that may be another request's.
+  const refundAfter = (name, held, source, decidedAt) => {
+    if (Date.now() - decidedAt >= Math.min(...held.map(([ms]) => ms))) return;
+    if (source === 'local') {
+      local.refund(name, held, Date.now(), cost);
+      return;
+    }
+    const [[windowMs, limit], ...moreWindows] = held;
+    swl.refund(name, windowMs, limit, { cost, windows: moreWindows })
+      .catch((error) => console.warn(`rate limit: refund failed (${error && error.message})`))
+      // Once Redis answered, or failed (the refund may be carried out).
+      .finally(() => cache.forget(name));
+  };
+
   const middleware = async (req, res, next) => {
     const started = performance.now();
+    const [route, held] = limitsFor(req.path);
+    if (held.length === 0) return next();
     // Express 5 passes a key function's rejection on to the error handler.
-    const name = keyPrefix + (await key(req));
+    const name = logName(route, await key(req));
+    const [[windowMs, limit], ...moreWindows] = held;
+    const options = { cost, windows: moreWindows };
     // A cached denial answers also while Redis fails: it is no failure.
     let verdict = cache.answer(name, windowMs, limit, options);
     let source = 'cache';
     if (verdict === null) {
       const ticket = cache.ticket();
-      verdict = await check(name);
+      verdict = await check(name, held);
       source = 'redis';
       if (verdict !== null) cache.keep(name, windowMs, limit, options, verdict, ticket);
     }
@@ -201,30 +267,49 @@ function rateLimit({
         res.set({ 'Retry-After': '1', 'RateLimit-Source': 'closed' });
         return res.status(503).type('text/plain').send('rate limiter unavailable\n');
       }
-      verdict = local.check(name, windows, Date.now(), cost);
+      verdict = local.check(name, held, Date.now(), cost);
       source = 'local';
     }
     decided(started, verdict.allowed, source);
     res.set(rateLimitHeaders(verdict));
     res.set('RateLimit-Source', source);
-    if (verdict.allowed) return next();
+    if (verdict.allowed) {
+      if (refundFailed && (source === 'redis' || source === 'local')) {
+        const decidedAt = Date.now();
+        res.on('finish', () => {
+          if (failed(res.statusCode)) refundAfter(name, held, source, decidedAt);
+        });
+      }
+      return next();
+    }
     return res.status(429).type('text/plain').send('too many requests\n');
   };
-  // Deletes a client's log (`client`: what the key function returned, before
-  // the prefix) and drops its cached denials, so that its next request is
-  // admitted as a new client's. Resolves true if there was a log.
-  middleware.reset = async (client) => {
-    const name = keyPrefix + client;
+  // Deletes a client's logs (`who`: what the key function returned, before
+  // the prefix), each route's too, and drops their cached denials and local
+  // logs, so that its next request is admitted as a new client's. Resolves
+  // true if there was a log.
+  middleware.reset = async (who) => {
+    const names = [logName('', who)].concat(
+      Object.entries(routes).filter(([, held]) => held.length > 0).map(([route]) => logName(route, who)),
+    );
     try {
-      return await swl.delete(name);
+      let any = false;
+      // One by one: in a cluster they may be on different nodes.
+      for (const name of names) any = (await swl.reset(name)) || any;
+      return any;
     } finally {
-      cache.forget(name);
+      for (const name of names) {
+        cache.forget(name);
+        local.forget(name);
+      }
     }
   };
-  // Gives back `units` of a client's newest recorded units (SWL.REFUND),
-  // and drops its cached denials: a request that should not count after all.
-  middleware.refund = async (client, units = cost) => {
-    const name = keyPrefix + client;
+  // Gives back `units` of a client's newest recorded units (SWL.REFUND) on
+  // the windows every request is held to, and drops its cached denials: a
+  // request that should not count after all.
+  middleware.refund = async (who, units = cost) => {
+    const name = logName('', who);
+    const [[windowMs, limit], ...moreWindows] = windows;
     try {
       return await swl.refund(name, windowMs, limit, { cost: units, windows: moreWindows });
     } finally {
@@ -240,4 +325,6 @@ function rateLimit({
   return middleware;
 }
 
-module.exports = { rateLimit, clientAddress, rateLimitHeaders, POLICIES };
+module.exports = {
+  rateLimit, clientAddress, rateLimitHeaders, failedResponse, POLICIES,
+};

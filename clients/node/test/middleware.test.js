@@ -1,4 +1,6 @@
-// The Express middleware's denial cache and metrics over real HTTP, with
+// The Express middleware over real HTTP, with the module and without it:
+// its routes, refunds of failed responses and the app's own connection;
+// its denial cache and metrics, with
 // the module and without it: a client far over its limit gets the same
 // statuses and headers as without the cache while Redis sees one check per
 // denial, and the decisions are counted in a prom-client registry.
@@ -8,7 +10,7 @@ const assert = require('node:assert/strict');
 const { describe, it, before, after } = require('node:test');
 const express = require('express');
 const { Registry } = require('prom-client');
-const { rateLimit } = require('..');
+const { SWL, rateLimit } = require('..');
 const { RedisServer } = require('./servers');
 
 // SWL.CHECK and FCALL calls the server has answered, from INFO commandstats.
@@ -148,6 +150,120 @@ for (const module of [true, false]) {
       } finally {
         app.close();
       }
+    });
+  });
+}
+
+// An app with a route limited on its own, one exempt, and routes that fail.
+async function serveRoutes(limiter) {
+  const app = express();
+  app.use(limiter);
+  app.get('/search/:q', (req, res) => res.send('found\n'));
+  app.get('/health', (req, res) => res.send('ok\n'));
+  app.get('/fail', (req, res) => res.status(500).send('failed\n'));
+  app.get('/missing', (req, res) => res.status(404).send('none\n'));
+  app.get('/', (req, res) => res.send('hello\n'));
+  const server = await new Promise((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  const get = async (path, client = 'c') => {
+    const reply = await fetch(`http://127.0.0.1:${server.address().port}${path}`, { headers: { 'X-Client': client } });
+    await reply.text();
+    return { status: reply.status, policy: reply.headers.get('RateLimit-Policy') };
+  };
+  return { get, close: () => { server.close(); limiter.close(); } };
+}
+
+for (const module of [true, false]) {
+  describe(`the middleware's routes, refunds and connections, ${module ? 'the module' : 'the library'}`, () => {
+    let server;
+    let redis;
+    before(async () => {
+      server = await RedisServer.start({ module });
+      redis = await server.client();
+    });
+    after(async () => {
+      redis.destroy();
+      await server.stop();
+    });
+    const units = async (key) => {
+      const swl = new SWL({ client: redis });
+      return swl.units(key, 60000);
+    };
+
+    it('holds each route to its own windows, in logs of its own, and exempts a route with none', async () => {
+      const limiter = rateLimit({
+        url: server.url, windows: [[60000, 3]], key: byHeader, keyPrefix: 'routes:',
+        routes: { '/search': [[60000, 2]], '/health': [] },
+      });
+      const app = await serveRoutes(limiter);
+      try {
+        const statuses = async (path, n) => {
+          const replies = [];
+          for (let i = 0; i < n; i += 1) replies.push(await app.get(path));
+          return replies;
+        };
+        assert.deepEqual((await statuses('/search/a', 3)).map((r) => r.status), [200, 200, 429]);
+        assert.equal((await app.get('/search/b')).policy, '"60000ms";q=2;w=60');
+        const health = await statuses('/health', 5);
+        assert.deepEqual(health.map((r) => [r.status, r.policy]), Array(5).fill([200, null]));
+        assert.deepEqual((await statuses('/', 3)).map((r) => r.status), [200, 200, 200]);
+        // '/searchable' is not under '/search': the app's windows and log.
+        assert.deepEqual(await app.get('/searchable'), { status: 429, policy: '"60000ms";q=3;w=60' });
+        assert.equal(await units('routes:/search:c'), 2);
+        assert.equal(await units('routes:c'), 3);
+        assert.equal(await limiter.reset('c'), true);
+        assert.deepEqual([await units('routes:/search:c'), await units('routes:c')], [0, 0]);
+        assert.equal((await app.get('/search/a')).status, 200);
+      } finally {
+        app.close();
+      }
+    });
+
+    it('gives back what a failed response was charged, with refundFailed', async () => {
+      const limiter = rateLimit({
+        url: server.url, windows: [[60000, 2]], key: byHeader, keyPrefix: 'refunds:', refundFailed: true,
+        failed: (status) => status >= 500,
+      });
+      const app = await serveRoutes(limiter);
+      // The refund is sent when the response has finished: wait for it.
+      const settled = async (key, expected) => {
+        const deadline = Date.now() + 5000;
+        while ((await units(key)) !== expected) {
+          assert.ok(Date.now() < deadline, `${key} never held ${expected}`);
+          await new Promise((resolve) => { setImmediate(resolve); });
+        }
+      };
+      try {
+        for (let i = 0; i < 4; i += 1) {
+          assert.equal((await app.get('/fail')).status, 500);
+          await settled('refunds:c', 0);
+        }
+        // A 404 is no failure to this `failed`: it counts.
+        assert.equal((await app.get('/missing')).status, 404);
+        await settled('refunds:c', 1);
+        assert.deepEqual([(await app.get('/')).status, (await app.get('/')).status], [200, 429]);
+      } finally {
+        app.close();
+      }
+    });
+
+    it("uses the app's own client, or its sendCommand, where given one", async () => {
+      for (const [name, option] of [['client', { client: redis }], ['sendCommand', { sendCommand: (...args) => redis.sendCommand(args) }]]) {
+        const limiter = rateLimit({ ...option, windows: [[60000, 1]], key: byHeader, keyPrefix: `own-${name}:` });
+        const app = await serveRoutes(limiter);
+        try {
+          assert.deepEqual([(await app.get('/')).status, (await app.get('/')).status], [200, 429]);
+          assert.equal(await units(`own-${name}:c`), 1);
+        } finally {
+          app.close();
+        }
+        // Closing the middleware leaves the app's client open.
+        assert.equal(await redis.sendCommand(['PING']), 'PONG');
+      }
+      assert.throws(() => rateLimit({ windows: [[60000, 1]] }), /exactly one of url, client or sendCommand/);
+      assert.throws(() => rateLimit({ url: server.url, client: redis, windows: [[60000, 1]] }), /exactly one/);
+      assert.throws(() => rateLimit({ url: server.url, windows: [[60000, 1]], routes: { search: [] } }), /starts with \//);
     });
   });
 }
