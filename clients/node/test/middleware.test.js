@@ -1,9 +1,8 @@
 // The Express middleware over real HTTP, with the module and without it:
-// its routes, refunds of failed responses and the app's own connection;
-// its denial cache and metrics, with
-// the module and without it: a client far over its limit gets the same
-// statuses and headers as without the cache while Redis sees one check per
-// denial, and the decisions are counted in a prom-client registry.
+// its denial cache (a client far over its limit gets the same statuses and
+// headers as without the cache while Redis sees one check per denial), its
+// metrics in a prom-client registry, its routes, refunds of failed
+// responses, and the app's own connection.
 'use strict';
 
 const assert = require('node:assert/strict');
