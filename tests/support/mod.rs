@@ -334,7 +334,9 @@ impl Server {
     }
 
     fn spawn(&mut self) -> bool {
-        let mut command = Command::new("redis-server");
+        // REDIS_SERVER runs the tests on another server build (see the
+        // README): redis-server from PATH by default.
+        let mut command = Command::new(redis_server());
         command
             .arg("--port")
             .arg(self.port.to_string())
@@ -812,4 +814,10 @@ pub fn key_slot(con: &mut Connection, key: &str) -> u16 {
         .arg(key)
         .query(con)
         .unwrap()
+}
+
+/// The redis-server the tests run: REDIS_SERVER where it is set (another
+/// build or version), otherwise redis-server from PATH.
+pub fn redis_server() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }

@@ -93,7 +93,13 @@ func start(t testing.TB, module bool, encoding string, extra []string) (*Server,
 		args = append(args, "--loadmodule", ModulePath(t), "--swl.encoding", encoding)
 	}
 	args = append(args, extra...)
-	cmd := exec.Command("redis-server", args...)
+	// REDIS_SERVER runs the tests on another server build (see the
+	// README).
+	server := os.Getenv("REDIS_SERVER")
+	if server == "" {
+		server = "redis-server"
+	}
+	cmd := exec.Command(server, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
