@@ -204,11 +204,21 @@ pub type FailedFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 
 /// The layer's settings.
 pub struct Config {
-    /// The Redis server, for redis-rs: `redis://host:port/`.
+    /// The Redis server, for redis-rs: `redis://host:port/` (unused where
+    /// `connection` is given).
     pub redis_url: String,
+    /// The app's own connection to Redis, in place of one the layer makes
+    /// from `redis_url` (see [`Config::with_connection`]).
+    pub connection: Option<ConnectionManager>,
     /// (window_ms, limit) pairs: every one must admit; at most
     /// [`MAX_WINDOWS`](crate::MAX_WINDOWS), as one call takes.
     pub windows: Vec<(u64, u64)>,
+    /// Per-route limits: a path prefix (`/search`) to the windows of the
+    /// requests under it, which it covers with the paths below it
+    /// (`/search/x`, not `/searchable`); the longest prefix wins, and no
+    /// windows exempt the route. Each route keeps logs of its own
+    /// (`<key_prefix><route>:<client>`).
+    pub routes: Vec<(String, Vec<(u64, u64)>)>,
     /// Units each request weighs.
     pub cost: u64,
     /// What answers while Redis cannot.
@@ -256,7 +266,9 @@ impl Config {
     pub fn new(redis_url: impl Into<String>, windows: Vec<(u64, u64)>) -> Config {
         Config {
             redis_url: redis_url.into(),
+            connection: None,
             windows,
+            routes: Vec::new(),
             cost: 1,
             policy: FailurePolicy::Open,
             timeout: Duration::from_millis(50),
@@ -269,6 +281,27 @@ impl Config {
             encoding: Encoding::Compact,
             denial_cache_keys: DenialCache::DEFAULT_KEYS,
             name: "default".to_string(),
+        }
+    }
+}
+
+impl Config {
+    /// As [`Config::new`], over the app's own connection (its timeouts and
+    /// retries are the app's: the layer still gives each call `timeout`).
+    ///
+    /// ```no_run
+    /// use redis_swl_client::{Config, RateLimiter};
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// let manager = client.get_connection_manager().await?;
+    /// let limiter = RateLimiter::new(Config::with_connection(manager, vec![(60_000, 100)]))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_connection(connection: ConnectionManager, windows: Vec<(u64, u64)>) -> Config {
+        Config {
+            connection: Some(connection),
+            ..Config::new("", windows)
         }
     }
 }
@@ -299,6 +332,9 @@ pub enum ConfigError {
     Timeout,
     /// A local policy that remembers no client.
     MaxClients,
+    /// A route whose prefix does not start with `/`, or whose windows the
+    /// module would refuse: its prefix.
+    Route(String),
     /// The Redis URL did not parse.
     Redis(redis::RedisError),
 }
@@ -319,12 +355,39 @@ impl fmt::Display for ConfigError {
             ConfigError::MaxClients => {
                 write!(f, "policy: a local policy must remember at least one client")
             }
+            ConfigError::Route(prefix) => write!(
+                f,
+                "routes: {prefix:?} must start with / and have windows as `windows` takes them, or none"
+            ),
             ConfigError::Redis(error) => write!(f, "redis_url: {error}"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A request's windows, with the cost and the windows after the first as
+/// each call sends them: made once, not per request.
+#[derive(Debug)]
+struct Limits {
+    windows: Vec<(u64, u64)>,
+    options: Options,
+}
+
+impl Limits {
+    fn new(windows: &[(u64, u64)], cost: u64) -> Limits {
+        Limits {
+            windows: windows.to_vec(),
+            options: Options::new()
+                .cost(cost)
+                .windows(windows.iter().skip(1).copied()),
+        }
+    }
+
+    fn first(&self) -> (u64, u64) {
+        self.windows[0]
+    }
+}
 
 /// Who decided a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,9 +409,12 @@ enum Source {
 /// ```
 pub struct RateLimiter {
     config: Config,
-    /// The cost and the windows after the first, as each call sends them.
-    options: Options,
-    client: redis::Client,
+    /// The windows every request outside the routes is held to.
+    limits: Limits,
+    /// Each route's prefix and limits, longest prefix first.
+    routes: Vec<(String, Limits)>,
+    /// Where the layer connects itself (no `connection` given).
+    client: Option<redis::Client>,
     connection: tokio::sync::Mutex<Option<Arc<Swl<ConnectionManager>>>>,
     backoff: Mutex<Backoff>,
     local: Mutex<LocalLimiter>,
@@ -384,6 +450,14 @@ impl RateLimiter {
         if config.windows.len() > MAX_WINDOWS {
             return Err(ConfigError::TooManyWindows(config.windows.len()));
         }
+        for (prefix, windows) in &config.routes {
+            if !prefix.starts_with('/')
+                || !windows.iter().all(window_ok)
+                || windows.len() > MAX_WINDOWS
+            {
+                return Err(ConfigError::Route(prefix.clone()));
+            }
+        }
         if !(1..=MAX_COST).contains(&config.cost) {
             return Err(ConfigError::Cost);
         }
@@ -393,19 +467,28 @@ impl RateLimiter {
         if config.policy == (FailurePolicy::Local { max_clients: 0 }) {
             return Err(ConfigError::MaxClients);
         }
-        let client = redis::Client::open(config.redis_url.as_str()).map_err(ConfigError::Redis)?;
+        let client = match config.connection {
+            Some(_) => None,
+            None => {
+                Some(redis::Client::open(config.redis_url.as_str()).map_err(ConfigError::Redis)?)
+            }
+        };
         let max_clients = match config.policy {
             FailurePolicy::Local { max_clients } => max_clients,
             _ => 0,
         };
-        // What every call adds to the first window: made once, not per request.
-        let options = Options::new()
-            .cost(config.cost)
-            .windows(config.windows[1..].iter().copied());
+        let limits = Limits::new(&config.windows, config.cost);
+        let mut routes: Vec<(String, Limits)> = config
+            .routes
+            .iter()
+            .map(|(prefix, windows)| (prefix.clone(), Limits::new(windows, config.cost)))
+            .collect();
+        routes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         #[cfg(feature = "metrics")]
         describe_metrics();
         Ok(Arc::new(RateLimiter {
-            options,
+            limits,
+            routes,
             client,
             connection: tokio::sync::Mutex::new(None),
             backoff: Mutex::new(Backoff::default()),
@@ -469,17 +552,59 @@ impl RateLimiter {
     /// # }
     /// ```
     pub async fn reset(&self, client: &str) -> Result<(), Error> {
-        let key = format!("{}{client}", self.config.key_prefix);
-        let reset = async { self.swl().await?.reset(&key).await };
+        let keys: Vec<String> = std::iter::once(self.log_name("", client))
+            .chain(
+                self.routes
+                    .iter()
+                    .filter(|(_, limits)| !limits.windows.is_empty())
+                    .map(|(route, _)| self.log_name(route, client)),
+            )
+            .collect();
+        let reset = async {
+            let swl = self.swl().await?;
+            // One by one: in a cluster they may be on different nodes.
+            for key in &keys {
+                swl.reset(key).await?;
+            }
+            Ok(())
+        };
         let outcome = tokio::time::timeout(self.config.timeout * 4, reset).await;
-        if let Some(denials) = &self.denials {
-            denials.forget(&key);
+        for key in &keys {
+            if let Some(denials) = &self.denials {
+                denials.forget(key);
+            }
+            self.lock(&self.local).forget(key);
         }
-        self.lock(&self.local).forget(&key);
         outcome.unwrap_or_else(|elapsed| {
             let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed);
             Err(Error::UncertainOutcome(timed_out.into()))
         })
+    }
+
+    /// The log of `client` on `route` (a prefix, or "" for none): each
+    /// route keeps logs of its own.
+    fn log_name(&self, route: &str, client: &str) -> String {
+        match route {
+            "" => format!("{}{client}", self.config.key_prefix),
+            route => format!("{}{route}:{client}", self.config.key_prefix),
+        }
+    }
+
+    /// The route (its prefix, or "" for none) and the limits a request's
+    /// path is held to: the longest prefix that covers it.
+    fn limits_for(&self, path: &str) -> (&str, &Limits) {
+        let covers = |prefix: &str| {
+            path == prefix
+                || path
+                    .strip_prefix(prefix.trim_end_matches('/'))
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        self.routes
+            .iter()
+            .find(|(prefix, _)| covers(prefix))
+            .map_or(("", &self.limits), |(prefix, limits)| {
+                (prefix.as_str(), limits)
+            })
     }
 
     /// The connection's client, connecting if there is none.
@@ -488,11 +613,19 @@ impl RateLimiter {
         if let Some(swl) = slot.as_ref() {
             return Ok(Arc::clone(swl));
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(self.config.timeout)
-            .set_response_timeout(self.config.timeout)
-            .set_number_of_retries(0);
-        let manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        let manager = match (&self.config.connection, &self.client) {
+            (Some(manager), _) => manager.clone(),
+            (None, Some(client)) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(self.config.timeout)
+                    .set_response_timeout(self.config.timeout)
+                    .set_number_of_retries(0);
+                ConnectionManager::new_with_config(client.clone(), config).await?
+            }
+            (None, None) => {
+                unreachable!("RateLimiter::new opens a client where no connection is given")
+            }
+        };
         let swl = Arc::new(Swl::new(manager).with_encoding(self.config.encoding));
         *slot = Some(Arc::clone(&swl));
         Ok(swl)
@@ -501,12 +634,12 @@ impl RateLimiter {
     /// Redis's verdict, or `None` where it gave none in time. `refund`
     /// gives back instead; a refund that fails is only logged, and does not
     /// make the checks of other requests skip Redis.
-    async fn redis(&self, key: &str, refund: bool) -> Option<Verdict> {
+    async fn redis(&self, key: &str, limits: &Limits, refund: bool) -> Option<Verdict> {
         if !refund && !self.lock(&self.backoff).may_try(Instant::now()) {
             return None;
         }
-        let (window_ms, limit) = self.config.windows[0];
-        let options = &self.options;
+        let (window_ms, limit) = limits.first();
+        let options = &limits.options;
         let call = async {
             let swl = self.swl().await?;
             if refund {
@@ -583,11 +716,11 @@ impl RateLimiter {
 
     /// The decision for a request: Redis's, the local limiter's, or the
     /// policy's status (200 to admit unlimited, 503 to refuse).
-    async fn decide(&self, key: &str) -> Result<(Verdict, Source), StatusCode> {
-        let first = self.config.windows[0];
+    async fn decide(&self, key: &str, limits: &Limits) -> Result<(Verdict, Source), StatusCode> {
+        let first = limits.first();
         let ticket = match &self.denials {
             Some(denials) => {
-                if let Some(verdict) = denials.answer(key, first, &self.options, Instant::now()) {
+                if let Some(verdict) = denials.answer(key, first, &limits.options, Instant::now()) {
                     return Ok((verdict, Source::Cache));
                 }
                 denials.ticket()
@@ -597,9 +730,9 @@ impl RateLimiter {
         // The wait counts from the send: Redis decided after it, so the
         // cached denial never outlasts Redis's own.
         let sent = Instant::now();
-        if let Some(verdict) = self.redis(key, false).await {
+        if let Some(verdict) = self.redis(key, limits, false).await {
             if let Some(denials) = &self.denials {
-                denials.keep(key, first, &self.options, &verdict, ticket, sent);
+                denials.keep(key, first, &limits.options, &verdict, ticket, sent);
             }
             return Ok((verdict, Source::Redis));
         }
@@ -613,7 +746,7 @@ impl RateLimiter {
             FailurePolicy::Local { .. } => {
                 let verdict = self
                     .lock(&self.local)
-                    .check(key, &self.config.windows, now_ms(), self.config.cost)
+                    .check(key, &limits.windows, now_ms(), self.config.cost)
                     // RateLimiter::new refused more windows than a call takes.
                     .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
                 Ok((verdict, Source::Local))
@@ -625,14 +758,9 @@ impl RateLimiter {
     /// Redis without holding up the response. Only while the request's own
     /// entries are surely in every window: a refund takes the newest
     /// entries, which after the narrowest window are no longer its own.
-    fn give_back(self: &Arc<Self>, key: String, source: Source, decided: Instant) {
-        let narrowest = self
-            .config
-            .windows
-            .iter()
-            .map(|&(ms, _)| ms)
-            .min()
-            .unwrap_or(0);
+    fn give_back(self: &Arc<Self>, key: String, route: String, source: Source, decided: Instant) {
+        let limits = self.limits_for(&route).1;
+        let narrowest = limits.windows.iter().map(|&(ms, _)| ms).min().unwrap_or(0);
         if decided.elapsed() >= Duration::from_millis(narrowest) {
             return;
         }
@@ -640,7 +768,8 @@ impl RateLimiter {
             Source::Redis => {
                 let limiter = Arc::clone(self);
                 tokio::spawn(async move {
-                    limiter.redis(&key, true).await;
+                    let limits = limiter.limits_for(&route).1;
+                    limiter.redis(&key, limits, true).await;
                 });
             }
             // A cached verdict is a denial: nothing to give back.
@@ -648,7 +777,7 @@ impl RateLimiter {
             Source::Local => {
                 let mut local = self.lock(&self.local);
                 // Windows RateLimiter::new took are never too many.
-                let _ = local.refund(&key, &self.config.windows, now_ms(), self.config.cost);
+                let _ = local.refund(&key, &limits.windows, now_ms(), self.config.cost);
             }
         }
     }
@@ -756,14 +885,15 @@ where
         let limiter = Arc::clone(&self.limiter);
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let key = format!(
-                "{}{}",
-                limiter.config.key_prefix,
-                (limiter.config.key)(&parts)
-            );
+            let (route, limits) = limiter.limits_for(parts.uri.path());
+            if limits.windows.is_empty() {
+                return inner.call(Request::from_parts(parts, body)).await;
+            }
+            let route = route.to_string();
+            let key = limiter.log_name(&route, &(limiter.config.key)(&parts));
             let request = Request::from_parts(parts, body);
             let decided = Instant::now();
-            let decision = limiter.decide(&key).await;
+            let decision = limiter.decide(&key, limits).await;
             #[cfg(feature = "metrics")]
             limiter.count(&decision, decided.elapsed());
             let (verdict, source) = match decision {
@@ -789,7 +919,7 @@ where
             let mut response = if verdict.allowed {
                 let response = inner.call(request).await?;
                 if limiter.config.refund_failed && (limiter.config.failed)(response.status()) {
-                    limiter.give_back(key, source, decided);
+                    limiter.give_back(key, route, source, decided);
                 }
                 response
             } else {

@@ -183,6 +183,85 @@ async fn a_route_can_have_a_limit_of_its_own() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_hold_their_requests_to_their_own_windows_in_logs_of_their_own() {
+    for (module, encoding) in BACKENDS {
+        let server = Server::start(module, encoding);
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            routes: vec![
+                ("/search".to_string(), vec![(60_000, 2)]),
+                ("/health".to_string(), vec![]),
+            ],
+            refund_failed: true,
+            ..on_redis(server.url(), vec![(60_000, 3)])
+        })
+        .unwrap();
+        let app = Router::new()
+            .route("/", get(|| async { "hello\n" }))
+            .route("/searchable", get(|| async { "hello\n" }))
+            .route("/search/{q}", get(|| async { "found\n" }))
+            .route(
+                "/search/fail/{q}",
+                get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "failed\n") }),
+            )
+            .route("/health", get(|| async { "ok\n" }))
+            .layer(limiter.layer());
+        let address = serve(app).await;
+        assert_eq!(
+            statuses(address, "/search/a", "erin", 3).await,
+            [200, 200, 429]
+        );
+        let (status, headers) = get_as(address, "/search/b", "frank").await;
+        assert_eq!(status, 200);
+        assert_eq!(headers["ratelimit-policy"], "\"60000ms\";q=2;w=60");
+        // Exempt: no check, no headers.
+        for _ in 0..5 {
+            let (status, headers) = get_as(address, "/health", "erin").await;
+            assert_eq!(status, 200);
+            assert!(!headers.contains_key("ratelimit-policy"));
+        }
+        // A failed response on a route is given back on that route's log.
+        assert_eq!(get_as(address, "/search/fail/x", "grace").await.0, 500);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !entries(&server, module, "rl:/search:grace").is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never refunded");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // "/searchable" is not under "/search": the app's windows and log.
+        assert_eq!(statuses(address, "/", "erin", 2).await, [200, 200]);
+        let (status, headers) = get_as(address, "/searchable", "erin").await;
+        assert_eq!(status, 200);
+        assert_eq!(headers["ratelimit-policy"], "\"60000ms\";q=3;w=60");
+        assert_eq!(get_as(address, "/", "erin").await.0, 429);
+        assert_eq!(entries(&server, module, "rl:/search:erin").len(), 2);
+        assert_eq!(entries(&server, module, "rl:erin").len(), 3);
+        limiter.reset("erin").await.unwrap();
+        assert!(entries(&server, module, "rl:/search:erin").is_empty());
+        assert!(entries(&server, module, "rl:erin").is_empty());
+        assert_eq!(statuses(address, "/search/a", "erin", 1).await, [200]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_own_connection_serves_in_place_of_a_url() {
+    for (module, encoding) in BACKENDS {
+        let server = Server::start(module, encoding);
+        let client = redis::Client::open(server.url()).unwrap();
+        let manager = client.get_connection_manager().await.unwrap();
+        let limiter = RateLimiter::new(Config {
+            key: by_user(),
+            policy: FailurePolicy::Closed,
+            timeout: std::time::Duration::from_secs(2),
+            ..Config::with_connection(manager, vec![(60_000, 1)])
+        })
+        .unwrap();
+        let address = serve(app(&limiter)).await;
+        assert_eq!(statuses(address, "/", "heidi", 2).await, [200, 429]);
+        assert_eq!(entries(&server, module, "rl:heidi").len(), 1);
+    }
+}
+
 #[test]
 fn settings_the_module_would_refuse_are_refused_when_made() {
     let url = "redis://127.0.0.1:6379/";
@@ -224,6 +303,20 @@ fn settings_the_module_would_refuse_are_refused_when_made() {
         }),
         "policy: a local policy must remember at least one client"
     );
+    for prefix in ["search", "/search"] {
+        let windows = if prefix == "search" {
+            vec![(1000, 1)]
+        } else {
+            vec![(0, 1)]
+        };
+        assert_eq!(
+            refused(Config {
+                routes: vec![(prefix.to_string(), windows)],
+                ..Config::new(url, vec![(1000, 1)])
+            }),
+            format!("routes: {prefix:?} must start with / and have windows as `windows` takes them, or none")
+        );
+    }
     // At most 100 windows, as one call takes.
     let many: Vec<(u64, u64)> = (0..101).map(|n| (1000 + n, 5)).collect();
     assert!(RateLimiter::new(Config::new(url, many[..100].to_vec())).is_ok());
