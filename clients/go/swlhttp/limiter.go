@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,9 @@ const (
 type config struct {
 	windows         []window
 	windowErr       error
+	routes          []route
+	refundFailed    bool
+	failed          func(status int) bool
 	cost            int64
 	policy          Policy
 	timeout         time.Duration
@@ -107,6 +111,57 @@ type config struct {
 
 // Option configures a [Limiter].
 type Option func(*config)
+
+// route is a path prefix and the windows of the requests under it.
+type route struct {
+	prefix  string
+	windows []window
+}
+
+// RouteWindow is one window of a [Route]: at most Limit units in any
+// window of length Window.
+type RouteWindow struct {
+	Window time.Duration
+	Limit  int64
+}
+
+// Route holds the requests under prefix (a path: "/search" covers
+// "/search" and "/search/x", not "/searchable") to windows of their own,
+// as the Python, Node and Rust middlewares take routes: the longest
+// prefix wins, no windows exempt the route (no check, no headers), and
+// each route keeps logs of its own (the key prefix, the route, a colon,
+// the client).
+func Route(prefix string, windows ...RouteWindow) Option {
+	return func(c *config) {
+		r := route{prefix: prefix}
+		for _, w := range windows {
+			if c.windowErr == nil && (w.Window < time.Millisecond || w.Window%time.Millisecond != 0 || w.Limit < 0 || w.Limit > maxLimit) {
+				c.windowErr = fmt.Errorf("swlhttp: route %q: window %v, limit %d: a whole number of milliseconds, and from 0 to %d", prefix, w.Window, w.Limit, int64(maxLimit))
+			}
+			r.windows = append(r.windows, window{ms: w.Window.Milliseconds(), limit: w.Limit})
+		}
+		c.routes = append(c.routes, r)
+	}
+}
+
+// RefundFailed gives back the units of a request whose response [Failed]
+// says failed (4xx and 5xx by default), through SWL.REFUND (or the local
+// limiter that decided it), if it ended within the narrowest window: a
+// refund removes the newest entries, which after that may be another
+// request's.
+func RefundFailed(refund bool) Option {
+	return func(c *config) { c.refundFailed = refund }
+}
+
+// Failed says which responses count as failed for [RefundFailed].
+func Failed(failed func(status int) bool) Option {
+	return func(c *config) { c.failed = failed }
+}
+
+// FailedResponse is the default [Failed]: 4xx and 5xx.
+func FailedResponse(status int) bool {
+	return status >= 400
+}
 
 // Window adds a limit: at most limit units in any window of length (a
 // whole number of milliseconds). At least one is needed and at most 100,
@@ -204,16 +259,45 @@ func withClock(now func() time.Time) Option {
 // cache and the local limiter, shared by every handler it wraps. It is
 // safe for concurrent use.
 type Limiter struct {
-	client  *swl.Client
-	config  config
-	first   window
-	options []swl.RequestOption
+	client *swl.Client
+	config config
+	// The windows of requests outside the routes, and each route's,
+	// longest prefix first.
+	limits  limits
+	routes  []routeLimits
 	local   *localLimiter
 	denials *denialCache
 	metrics *decisionMetrics
 	backoff backoff
 	// Requests the policy decided.
 	failures atomic.Uint64
+}
+
+// limits are a request's windows, with the first and the options each
+// check sends (the cost and the other windows): made once, not per
+// request.
+type limits struct {
+	windows []window
+	first   window
+	options []swl.RequestOption
+}
+
+type routeLimits struct {
+	prefix string
+	limits limits
+}
+
+func newLimits(windows []window, cost int64) limits {
+	l := limits{windows: windows}
+	if len(windows) == 0 {
+		return l
+	}
+	l.first = windows[0]
+	l.options = []swl.RequestOption{swl.Cost(cost)}
+	for _, w := range windows[1:] {
+		l.options = append(l.options, swl.Window(milliseconds(w.ms), w.limit))
+	}
+	return l
 }
 
 // New is a limiter checking requests through client. It refuses, before
@@ -230,6 +314,7 @@ func New(client *swl.Client, options ...Option) (*Limiter, error) {
 		localMaxClients: 10_000,
 		keyPrefix:       "rl:",
 		key:             ClientAddress,
+		failed:          FailedResponse,
 		denialCacheKeys: defaultDenialCacheKeys,
 		name:            "default",
 		logger:          slog.Default(),
@@ -263,13 +348,19 @@ func New(client *swl.Client, options ...Option) (*Limiter, error) {
 		return nil, errors.New("swlhttp: name: a limiter's name for its metrics, not empty")
 	case c.logger == nil || c.now == nil:
 		return nil, errors.New("swlhttp: no logger or clock")
+	case c.failed == nil:
+		return nil, errors.New("swlhttp: no failed function")
 	}
-	l := &Limiter{client: client, config: c, first: c.windows[0], denials: newDenialCache(c.denialCacheKeys)}
-	// What every check adds to the first window: made once, not per request.
-	l.options = []swl.RequestOption{swl.Cost(c.cost)}
-	for _, w := range c.windows[1:] {
-		l.options = append(l.options, swl.Window(milliseconds(w.ms), w.limit))
+	for _, r := range c.routes {
+		if !strings.HasPrefix(r.prefix, "/") || len(r.windows) > maxWindows {
+			return nil, fmt.Errorf("swlhttp: route %q: a path starting with /, with at most %d windows", r.prefix, maxWindows)
+		}
 	}
+	l := &Limiter{client: client, config: c, limits: newLimits(c.windows, c.cost), denials: newDenialCache(c.denialCacheKeys)}
+	for _, r := range c.routes {
+		l.routes = append(l.routes, routeLimits{prefix: r.prefix, limits: newLimits(r.windows, c.cost)})
+	}
+	slices.SortStableFunc(l.routes, func(a, b routeLimits) int { return len(b.prefix) - len(a.prefix) })
 	if c.policy == Local {
 		l.local = newLocalLimiter(c.localMaxClients)
 	}
@@ -295,8 +386,13 @@ func (l *Limiter) Failures() uint64 {
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started := time.Now()
-		key := l.config.keyPrefix + l.config.key(r)
-		verdict, source := l.decide(r.Context(), key)
+		route, held := l.limitsFor(r.URL.Path)
+		if len(held.windows) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := l.logName(route, l.config.key(r))
+		verdict, source := l.decide(r.Context(), key, held)
 		admitted := source == sourceOpen || (source != sourceClosed && verdict.Allowed)
 		l.metrics.count(admitted, source, time.Since(started).Seconds())
 		h := w.Header()
@@ -317,8 +413,89 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			plain(w, http.StatusTooManyRequests, "too many requests\n")
 			return
 		}
-		next.ServeHTTP(w, r)
+		if !l.config.refundFailed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		decided := l.config.now()
+		recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			// A handler that panicked answers 500, as net/http does.
+			if recovered := recover(); recovered != nil {
+				l.giveBack(key, held, source, decided)
+				panic(recovered)
+			}
+			if l.config.failed(recorder.status) {
+				l.giveBack(key, held, source, decided)
+			}
+		}()
+		next.ServeHTTP(recorder, r)
 	})
+}
+
+// statusRecorder keeps the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (s *statusRecorder) WriteHeader(status int) {
+	if !s.wroteHeader {
+		s.status, s.wroteHeader = status, true
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// limitsFor is the route (its prefix, or "" for none) and the limits a
+// request's path is held to: the longest prefix that covers it.
+func (l *Limiter) limitsFor(path string) (string, limits) {
+	for _, r := range l.routes {
+		base := strings.TrimRight(r.prefix, "/")
+		if path == r.prefix || strings.HasPrefix(path, base+"/") {
+			return r.prefix, r.limits
+		}
+	}
+	return "", l.limits
+}
+
+// logName is the log of client on route ("" for none): each route keeps
+// logs of its own.
+func (l *Limiter) logName(route, client string) string {
+	if route == "" {
+		return l.config.keyPrefix + client
+	}
+	return l.config.keyPrefix + route + ":" + client
+}
+
+// giveBack gives a failed request's units back where they were recorded,
+// in Redis without holding up the response, while the request's own
+// entries are surely in every window.
+func (l *Limiter) giveBack(key string, held limits, source string, decided time.Time) {
+	narrowest := held.windows[0].ms
+	for _, w := range held.windows {
+		narrowest = min(narrowest, w.ms)
+	}
+	if l.config.now().Sub(decided) >= milliseconds(narrowest) {
+		return
+	}
+	switch source {
+	case sourceLocal:
+		_, _ = l.local.refund(key, held.windows, l.config.now().UnixMilli(), l.config.cost)
+	case sourceRedis:
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), l.config.timeout)
+			defer cancel()
+			// Also when it failed: it may have been carried out.
+			defer l.denials.forget(key)
+			if _, err := l.client.Refund(ctx, key, milliseconds(held.first.ms), held.first.limit, held.options...); err != nil {
+				l.config.logger.Warn("rate limit: refund failed", "key", key, "error", err)
+			}
+		}()
+	}
 }
 
 func plain(w http.ResponseWriter, status int, body string) {
@@ -340,13 +517,13 @@ const (
 // decide is the verdict on a request and who gave it: a cached denial of
 // Redis's, Redis's verdict, or the policy's where Redis gave none (no
 // verdict under open and closed).
-func (l *Limiter) decide(ctx context.Context, key string) (swl.Verdict, string) {
+func (l *Limiter) decide(ctx context.Context, key string, held limits) (swl.Verdict, string) {
 	// A cached denial answers also while Redis fails: it is no failure.
 	if verdict, ok := l.denials.answer(key, l.config.now()); ok {
 		return verdict, sourceCache
 	}
 	ticket, sent := l.denials.ticket(), l.config.now()
-	verdict, err := l.check(ctx, key)
+	verdict, err := l.check(ctx, key, held)
 	if err == nil {
 		l.denials.keep(key, verdict, ticket, sent)
 		return verdict, sourceRedis
@@ -356,7 +533,7 @@ func (l *Limiter) decide(ctx context.Context, key string) (swl.Verdict, string) 
 	case Closed:
 		return swl.Verdict{}, sourceClosed
 	case Local:
-		verdict, err := l.local.check(key, l.config.windows, l.config.now().UnixMilli(), l.config.cost)
+		verdict, err := l.local.check(key, held.windows, l.config.now().UnixMilli(), l.config.cost)
 		if err != nil {
 			// New refused more windows than a call takes: not reached.
 			return swl.Verdict{}, sourceClosed
@@ -369,7 +546,7 @@ func (l *Limiter) decide(ctx context.Context, key string) (swl.Verdict, string) 
 
 // check is Redis's verdict, or the error that kept it from giving one in
 // time (or the backoff's, while Redis is skipped).
-func (l *Limiter) check(ctx context.Context, key string) (swl.Verdict, error) {
+func (l *Limiter) check(ctx context.Context, key string, held limits) (swl.Verdict, error) {
 	if !l.backoff.mayTry(l.config.now()) {
 		return swl.Verdict{}, errSkipped
 	}
@@ -383,7 +560,7 @@ func (l *Limiter) check(ctx context.Context, key string) (swl.Verdict, error) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		verdict, err := l.client.Check(ctx, key, milliseconds(l.first.ms), l.first.limit, l.options...)
+		verdict, err := l.client.Check(ctx, key, milliseconds(held.first.ms), held.first.limit, held.options...)
 		done <- outcome{verdict, err}
 	}()
 	var result outcome
@@ -437,21 +614,34 @@ func aboutTheCall(err error) bool {
 // requests, before the prefix), so that its next request is admitted as a
 // new client's, and drops its cached denial and its local log.
 func (l *Limiter) Reset(ctx context.Context, client string) error {
-	key := l.config.keyPrefix + client
-	defer l.forget(key)
-	return l.client.Reset(ctx, key)
+	keys := []string{l.logName("", client)}
+	for _, r := range l.routes {
+		if len(r.limits.windows) > 0 {
+			keys = append(keys, l.logName(r.prefix, client))
+		}
+	}
+	for _, key := range keys {
+		defer l.forget(key)
+	}
+	// One by one: in a cluster they may be on different nodes.
+	for _, key := range keys {
+		if err := l.client.Reset(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refund gives back units of client's newest recorded units (SWL.REFUND;
 // a request that should not count after all), and drops its cached
 // denial.
 func (l *Limiter) Refund(ctx context.Context, client string, units int64) (swl.Verdict, error) {
-	key := l.config.keyPrefix + client
+	key := l.logName("", client)
 	// Also when it failed: it may have been carried out.
 	defer l.denials.forget(key)
-	options := append([]swl.RequestOption{}, l.options...)
+	options := append([]swl.RequestOption{}, l.limits.options...)
 	options = append(options, swl.Cost(units))
-	return l.client.Refund(ctx, key, milliseconds(l.first.ms), l.first.limit, options...)
+	return l.client.Refund(ctx, key, milliseconds(l.limits.first.ms), l.limits.first.limit, options...)
 }
 
 func (l *Limiter) forget(key string) {

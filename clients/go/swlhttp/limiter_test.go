@@ -34,8 +34,11 @@ func TestTheDefaultsAreTheOtherLanguages(t *testing.T) {
 	if l.local != nil || l.denials == nil || l.denials.maxKeys != 10_000 || l.metrics != nil {
 		t.Fatalf("%+v", l)
 	}
-	if got := l.options; len(got) != 1 {
+	if got := l.limits.options; len(got) != 1 {
 		t.Fatalf("%d options for one window", len(got))
+	}
+	if c.refundFailed || len(l.routes) != 0 || !c.failed(400) || !c.failed(503) || c.failed(302) {
+		t.Fatalf("refunds %v, routes %v", c.refundFailed, l.routes)
 	}
 }
 

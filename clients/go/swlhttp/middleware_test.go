@@ -11,6 +11,8 @@ package swlhttp
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -445,6 +447,126 @@ func TestConcurrentRequestsAreEachCountedOnce(t *testing.T) {
 		expect(burst(serve(t, local)))
 		if local.Failures() != 160 {
 			t.Fatalf("%d failures", local.Failures())
+		}
+	})
+}
+
+// routed is the limiter in front of a mux: "/search/" and "/health", a
+// failing "/fail" and "/search/fail/", "/missing" (404), and "/" (hello).
+func routed(t *testing.T, l *Limiter) *httptest.Server {
+	mux := http.NewServeMux()
+	ok := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(body)) }
+	}
+	failing := func(w http.ResponseWriter, r *http.Request) { http.Error(w, "failed", http.StatusInternalServerError) }
+	mux.Handle("/search/", ok("found\n"))
+	mux.HandleFunc("/search/fail/", failing)
+	mux.Handle("/health", ok("ok\n"))
+	mux.HandleFunc("/fail", failing)
+	mux.HandleFunc("/missing", http.NotFound)
+	mux.Handle("/", ok("hello\n"))
+	server := httptest.NewServer(l.Middleware(mux))
+	t.Cleanup(server.Close)
+	return server
+}
+
+// at is GET path from c.
+func (c client) at(t *testing.T, server *httptest.Server, path string) reply {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(string(c))}}
+	http := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	response, err := http.Get(server.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer response.Body.Close()
+	body, _ := io.ReadAll(response.Body)
+	return reply{status: response.StatusCode, header: response.Header, body: string(body)}
+}
+
+func TestRoutesHoldTheirRequestsToTheirOwnWindowsInLogsOfTheirOwn(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		l := f.limiter(Window(time.Minute, 3),
+			Route("/search", RouteWindow{time.Minute, 2}), Route("/health"))
+		server := routed(t, l)
+		statuses := func(path string, n int) []int {
+			var seen []int
+			for range n {
+				seen = append(seen, alice.at(t, server, path).status)
+			}
+			return seen
+		}
+		if got := statuses("/search/a", 3); !slices.Equal(got, []int{200, 200, 429}) {
+			t.Fatalf("/search: %v", got)
+		}
+		if got := bob.at(t, server, "/search/b").header.Get("RateLimit-Policy"); got != minute+";q=2;w=60" {
+			t.Fatalf("/search policy %q", got)
+		}
+		for range 5 {
+			if r := alice.at(t, server, "/health"); r.status != 200 || r.header.Get("RateLimit-Policy") != "" {
+				t.Fatalf("/health: %v", r)
+			}
+		}
+		if got := statuses("/", 2); !slices.Equal(got, []int{200, 200}) {
+			t.Fatalf("/: %v", got)
+		}
+		// "/searchable" is not under "/search": the app's windows and log.
+		if r := alice.at(t, server, "/searchable"); r.status != 200 || r.header.Get("RateLimit-Policy") != minute+";q=3;w=60" {
+			t.Fatalf("/searchable: %v", r)
+		}
+		if r := alice.at(t, server, "/"); r.status != 429 {
+			t.Fatalf("/: %v", r)
+		}
+		routeKey := "rl:/search:" + string(alice)
+		if got := len(f.server.Entries(routeKey)); got != 2 {
+			t.Fatalf("%s holds %d", routeKey, got)
+		}
+		if got := len(f.server.Entries(alice.key())); got != 3 {
+			t.Fatalf("%s holds %d", alice.key(), got)
+		}
+		if err := l.Reset(context.Background(), string(alice)); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.server.Entries(routeKey)) != 0 || len(f.server.Entries(alice.key())) != 0 {
+			t.Fatal("reset left a log")
+		}
+	})
+}
+
+func TestFailedResponsesAreRefundedWithRefundFailed(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		l := f.limiter(Window(time.Minute, 2), Route("/search", RouteWindow{time.Minute, 1}),
+			RefundFailed(true), Failed(func(status int) bool { return status >= 500 }))
+		server := routed(t, l)
+		// The refund is sent once the response is written: wait for it.
+		empty := func(key string) {
+			deadline := time.Now().Add(5 * time.Second)
+			for len(f.server.Entries(key)) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s was not refunded", key)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for range 4 {
+			if r := carol.at(t, server, "/fail"); r.status != 500 {
+				t.Fatalf("/fail: %v", r)
+			}
+			empty(carol.key())
+			if r := carol.at(t, server, "/search/fail/x"); r.status != 500 {
+				t.Fatalf("/search/fail: %v", r)
+			}
+			empty("rl:/search:" + string(carol))
+		}
+		// A 404 is no failure to this Failed: it counts.
+		if r := carol.at(t, server, "/missing"); r.status != 404 {
+			t.Fatalf("%v", r)
+		}
+		if r := carol.at(t, server, "/"); r.status != 200 {
+			t.Fatalf("%v", r)
+		}
+		if r := carol.at(t, server, "/"); r.status != 429 {
+			t.Fatalf("%v", r)
 		}
 	})
 }
