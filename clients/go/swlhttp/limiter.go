@@ -30,10 +30,12 @@
 package swlhttp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -386,6 +388,8 @@ func (l *Limiter) Failures() uint64 {
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started := time.Now()
+		// The narrowest window a refund must come within counts from here.
+		decided := l.config.now()
 		route, held := l.limitsFor(r.URL.Path)
 		if len(held.windows) == 0 {
 			next.ServeHTTP(w, r)
@@ -417,7 +421,6 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		decided := l.config.now()
 		recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			// A handler that panicked answers 500, as net/http does.
@@ -449,6 +452,22 @@ func (s *statusRecorder) WriteHeader(status int) {
 
 // Unwrap lets http.ResponseController reach the writer underneath.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush and Hijack pass on to the writer underneath, for handlers that
+// look for http.Flusher or http.Hijacker (server-sent events, WebSockets).
+func (s *statusRecorder) Flush() {
+	if flusher, ok := s.ResponseWriter.(http.Flusher); ok {
+		flusher.Flush()
+	}
+}
+
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hijacker, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	return hijacker.Hijack()
+}
 
 // limitsFor is the route (its prefix, or "" for none) and the limits a
 // request's path is held to: the longest prefix that covers it.
@@ -623,13 +642,13 @@ func (l *Limiter) Reset(ctx context.Context, client string) error {
 	for _, key := range keys {
 		defer l.forget(key)
 	}
-	// One by one: in a cluster they may be on different nodes.
+	// One by one (in a cluster they may be on different nodes), each tried
+	// whatever the others did.
+	var errs []error
 	for _, key := range keys {
-		if err := l.client.Reset(ctx, key); err != nil {
-			return err
-		}
+		errs = append(errs, l.client.Reset(ctx, key))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Refund gives back units of client's newest recorded units (SWL.REFUND;

@@ -464,6 +464,16 @@ func routed(t *testing.T, l *Limiter) *httptest.Server {
 	mux.Handle("/health", ok("ok\n"))
 	mux.HandleFunc("/fail", failing)
 	mux.HandleFunc("/missing", http.NotFound)
+	// Server-sent events need a Flusher, through RefundFailed's wrapper too.
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		flusher, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, "no flusher", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("event\n"))
+		flusher.Flush()
+	})
 	mux.Handle("/", ok("hello\n"))
 	server := httptest.NewServer(l.Middleware(mux))
 	t.Cleanup(server.Close)
@@ -557,6 +567,9 @@ func TestFailedResponsesAreRefundedWithRefundFailed(t *testing.T) {
 				t.Fatalf("/search/fail: %v", r)
 			}
 			empty("rl:/search:" + string(carol))
+		}
+		if r := dave.at(t, server, "/stream"); r.status != 200 || r.body != "event\n" {
+			t.Fatalf("/stream: %v", r)
 		}
 		// A 404 is no failure to this Failed: it counts.
 		if r := carol.at(t, server, "/missing"); r.status != 404 {

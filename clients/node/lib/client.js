@@ -286,7 +286,10 @@ class SWL {
       await this.send(key, PROBE, false, true);
       return true;
     } catch (error) {
-      if (!isErrorReply(error)) throw error;
+      // A sendCommand function may hand error replies on as plain errors:
+      // their text tells them too.
+      const arity = /wrong number of arguments/i.test(messageOf(error));
+      if (!isErrorReply(error) && !isUnknownCommand(error) && !arity) throw error;
       if (!isUnknownCommand(error)) return true;
     }
     try {

@@ -179,13 +179,19 @@ function rateLimit({
   const swl = url !== undefined
     ? new SWL({ sendCommand: redis.sendCommand, encoding })
     : new SWL({ client, sendCommand, encoding, timeoutMs });
-  // The route (its prefix, or '' for none) and the windows a path within
-  // the app is held to: the longest prefix that covers it ('/search'
-  // covers '/search/x', not '/searchable').
-  const limitsFor = (path) => {
+  // The route (its prefix, or '' for none) and the windows a request's
+  // path within the app is held to: the longest prefix that covers it
+  // ('/search' covers '/search/x', not '/searchable'), compared as the
+  // app routes: without case unless it has 'case sensitive routing' on.
+  const limitsFor = (req) => {
+    const raw = req.path !== undefined ? req.path : String(req.url || '/').split('?')[0];
+    const caseSensitive = Boolean(req.app && typeof req.app.get === 'function' && req.app.get('case sensitive routing'));
+    const fold = (text) => (caseSensitive ? text : text.toLowerCase());
+    const path = fold(raw);
     let route = '';
     for (const prefix of Object.keys(routes)) {
-      const covers = path === prefix || path.startsWith(`${prefix.replace(/\/+$/, '')}/`);
+      const folded = fold(prefix);
+      const covers = path === folded || path.startsWith(`${folded.replace(/\/+$/, '')}/`);
       if (covers && prefix.length > route.length) route = prefix;
     }
     return [route, route ? routes[route] : windows];
@@ -239,7 +245,9 @@ function rateLimit({
 
   const middleware = async (req, res, next) => {
     const started = performance.now();
-    const [route, held] = limitsFor(req.path);
+    // The narrowest window a refund must come within counts from here.
+    const decidedAt = Date.now();
+    const [route, held] = limitsFor(req);
     if (held.length === 0) return next();
     // Express 5 passes a key function's rejection on to the error handler.
     const name = logName(route, await key(req));
@@ -275,9 +283,12 @@ function rateLimit({
     res.set('RateLimit-Source', source);
     if (verdict.allowed) {
       if (refundFailed && (source === 'redis' || source === 'local')) {
-        const decidedAt = Date.now();
         res.on('finish', () => {
-          if (failed(res.statusCode)) refundAfter(name, held, source, decidedAt);
+          try {
+            if (failed(res.statusCode)) refundAfter(name, held, source, decidedAt);
+          } catch (error) {
+            console.warn(`rate limit: failed(${res.statusCode}) threw (${error && error.message})`);
+          }
         });
       }
       return next();
@@ -293,10 +304,15 @@ function rateLimit({
       Object.entries(routes).filter(([, held]) => held.length > 0).map(([route]) => logName(route, who)),
     );
     try {
-      let any = false;
-      // One by one: in a cluster they may be on different nodes.
-      for (const name of names) any = (await swl.reset(name)) || any;
-      return any;
+      // One by one (in a cluster they may be on different nodes), each
+      // tried whatever the others did; the first failure is rejected with.
+      const outcomes = [];
+      for (const name of names) {
+        outcomes.push(await swl.reset(name).then((deleted) => ({ deleted }), (error) => ({ error })));
+      }
+      const failure = outcomes.find((outcome) => 'error' in outcome);
+      if (failure) throw failure.error;
+      return outcomes.some((outcome) => outcome.deleted);
     } finally {
       for (const name of names) {
         cache.forget(name);

@@ -203,6 +203,8 @@ for (const module of [true, false]) {
           return replies;
         };
         assert.deepEqual((await statuses('/search/a', 3)).map((r) => r.status), [200, 200, 429]);
+        // Express routes without case: so does the limiter.
+        assert.equal((await app.get('/SEARCH/a')).status, 429);
         assert.equal((await app.get('/search/b')).policy, '"60000ms";q=2;w=60');
         const health = await statuses('/health', 5);
         assert.deepEqual(health.map((r) => [r.status, r.policy]), Array(5).fill([200, null]));

@@ -562,11 +562,17 @@ impl RateLimiter {
             .collect();
         let reset = async {
             let swl = self.swl().await?;
-            // One by one: in a cluster they may be on different nodes.
+            // One by one (in a cluster they may be on different nodes),
+            // each tried whatever the others did; the first failure is
+            // the result.
+            let mut first_failure = Ok(());
             for key in &keys {
-                swl.reset(key).await?;
+                let outcome = swl.reset(key).await;
+                if first_failure.is_ok() {
+                    first_failure = outcome;
+                }
             }
-            Ok(())
+            first_failure
         };
         let outcome = tokio::time::timeout(self.config.timeout * 4, reset).await;
         for key in &keys {
