@@ -50,6 +50,7 @@ const probe = "SWL.CHECK"
 type Client struct {
 	doer     Doer
 	encoding Encoding
+	denials  *DenialCache
 
 	usesLibrary atomic.Bool
 	probed      atomic.Bool
@@ -70,6 +71,15 @@ type Option func(*Client)
 // swl.encoding.
 func WithEncoding(encoding Encoding) Option {
 	return func(c *Client) { c.encoding = encoding }
+}
+
+// WithDenialCache answers checks after a denial without Redis: a check
+// like one Redis denied (the same key and windows, at least its cost) is
+// denied from cache until the denial's wait has passed; a check with
+// [Penalize] or [NowMs] neither uses nor fills it, and a refund or reset
+// through the client drops the key's denials (none by default).
+func WithDenialCache(cache *DenialCache) Option {
+	return func(c *Client) { c.denials = cache }
 }
 
 // New is a client sending its commands through doer ([GoRedis] adapts a
@@ -187,7 +197,29 @@ func args(window time.Duration, limit int64, options []RequestOption) ([]any, er
 // Check checks a request (of one unit, or [Cost]) against limit per window
 // (and any further [Window]s) and records it if admitted.
 func (c *Client) Check(ctx context.Context, key string, window time.Duration, limit int64, options ...RequestOption) (Verdict, error) {
-	return c.run(ctx, check, key, window, limit, options)
+	if c.denials == nil {
+		return c.run(ctx, check, key, window, limit, options)
+	}
+	r := request{cost: 1}
+	for _, option := range options {
+		option(&r)
+	}
+	if r.penalize || r.hasNow {
+		return c.run(ctx, check, key, window, limit, options)
+	}
+	windows := []WindowLimit{{Window: window, Limit: limit}}
+	for _, w := range r.windows {
+		windows = append(windows, WindowLimit{Window: time.Duration(w[0]) * time.Millisecond, Limit: w[1]})
+	}
+	if verdict, ok := c.denials.Answer(key, windows, r.cost, time.Now()); ok {
+		return verdict, nil
+	}
+	ticket, sent := c.denials.Ticket(), time.Now()
+	verdict, err := c.run(ctx, check, key, window, limit, options)
+	if err == nil {
+		c.denials.Keep(key, windows, r.cost, verdict, ticket, sent)
+	}
+	return verdict, err
 }
 
 // Peek is what [Client.Check] would reply now, changing nothing. With
@@ -200,6 +232,8 @@ func (c *Client) Peek(ctx context.Context, key string, window time.Duration, lim
 // recorded units (a request that should not count after all), and replies
 // what [Client.Peek] replies then.
 func (c *Client) Refund(ctx context.Context, key string, window time.Duration, limit int64, options ...RequestOption) (Verdict, error) {
+	// Also when it failed: it may have been carried out.
+	defer c.denials.Forget(key)
 	return c.run(ctx, refund, key, window, limit, options)
 }
 
@@ -254,6 +288,7 @@ func (c *Client) Usage(ctx context.Context, key string, window time.Duration) (U
 // sent once, as a check is: an [*UncertainOutcomeError] where no reply
 // came.
 func (c *Client) Reset(ctx context.Context, key string) error {
+	defer c.denials.Forget(key)
 	_, err := c.send(ctx, true, "DEL", key)
 	return c.failed("DEL", key, true, err)
 }

@@ -209,6 +209,52 @@ func TestUsage(t *testing.T) {
 	})
 }
 
+func TestADenialCacheAnswersLikeDenialsUntilTheirWaitHasPassed(t *testing.T) {
+	each(t, func(t *testing.T, s *server, _ *swl.Client) {
+		cache := swl.NewDenialCache(100)
+		client := s.swl(swl.WithDenialCache(cache))
+		checks := func() int {
+			swlCalls, _ := s.Calls("swl.check")
+			fcalls, _ := s.Calls("fcall")
+			return swlCalls + fcalls
+		}
+		if v, err := client.Check(ctx, "c", time.Minute, 1); err != nil || !v.Allowed {
+			t.Fatalf("%+v %v", v, err)
+		}
+		denied, err := client.Check(ctx, "c", time.Minute, 1)
+		if err != nil || denied.Allowed || denied.RetryAfter <= 0 {
+			t.Fatalf("%+v %v", denied, err)
+		}
+		before := checks()
+		for range 3 {
+			v, err := client.Check(ctx, "c", time.Minute, 1)
+			if err != nil || v.Allowed || v.RetryAfter > denied.RetryAfter {
+				t.Fatalf("%+v %v", v, err)
+			}
+		}
+		if after := checks(); after != before {
+			t.Fatalf("%d checks reached Redis while the denial was cached", after-before)
+		}
+		// Other windows, and a time given, are Redis's to answer.
+		if v, err := client.Check(ctx, "c", time.Minute, 2); err != nil || !v.Allowed {
+			t.Fatalf("%+v %v", v, err)
+		}
+		if _, err := client.Check(ctx, "c", time.Minute, 1, swl.NowMs(T)); err != nil {
+			t.Fatal(err)
+		}
+		if checks() != before+2 {
+			t.Fatalf("%d checks, not 2", checks()-before)
+		}
+		// A reset drops the key's denials: the next check is admitted.
+		if err := client.Reset(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := client.Check(ctx, "c", time.Minute, 1); err != nil || !v.Allowed {
+			t.Fatalf("after a reset: %+v %v", v, err)
+		}
+	})
+}
+
 func TestErrors(t *testing.T) {
 	each(t, func(t *testing.T, s *server, client *swl.Client) {
 		// Refused by the server: an error reply, certain to change nothing.

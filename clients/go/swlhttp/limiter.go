@@ -122,10 +122,7 @@ type route struct {
 
 // RouteWindow is one window of a [Route]: at most Limit units in any
 // window of length Window.
-type RouteWindow struct {
-	Window time.Duration
-	Limit  int64
-}
+type RouteWindow = swl.WindowLimit
 
 // Route holds the requests under prefix (a path: "/search" covers
 // "/search" and "/search/x", not "/searchable") to windows of their own,
@@ -268,7 +265,7 @@ type Limiter struct {
 	limits  limits
 	routes  []routeLimits
 	local   *localLimiter
-	denials *denialCache
+	denials *swl.DenialCache
 	metrics *decisionMetrics
 	backoff backoff
 	// Requests the policy decided.
@@ -282,6 +279,8 @@ type limits struct {
 	windows []window
 	first   window
 	options []swl.RequestOption
+	// The windows as the denial cache tells checks apart.
+	cached []swl.WindowLimit
 }
 
 type routeLimits struct {
@@ -293,6 +292,9 @@ func newLimits(windows []window, cost int64) limits {
 	l := limits{windows: windows}
 	if len(windows) == 0 {
 		return l
+	}
+	for _, w := range windows {
+		l.cached = append(l.cached, swl.WindowLimit{Window: milliseconds(w.ms), Limit: w.limit})
 	}
 	l.first = windows[0]
 	l.options = []swl.RequestOption{swl.Cost(cost)}
@@ -317,7 +319,7 @@ func New(client *swl.Client, options ...Option) (*Limiter, error) {
 		keyPrefix:       "rl:",
 		key:             ClientAddress,
 		failed:          FailedResponse,
-		denialCacheKeys: defaultDenialCacheKeys,
+		denialCacheKeys: swl.DefaultDenialCacheKeys,
 		name:            "default",
 		logger:          slog.Default(),
 		now:             time.Now,
@@ -358,7 +360,7 @@ func New(client *swl.Client, options ...Option) (*Limiter, error) {
 			return nil, fmt.Errorf("swlhttp: route %q: a path starting with /, with at most %d windows", r.prefix, maxWindows)
 		}
 	}
-	l := &Limiter{client: client, config: c, limits: newLimits(c.windows, c.cost), denials: newDenialCache(c.denialCacheKeys)}
+	l := &Limiter{client: client, config: c, limits: newLimits(c.windows, c.cost), denials: swl.NewDenialCache(c.denialCacheKeys)}
 	for _, r := range c.routes {
 		l.routes = append(l.routes, routeLimits{prefix: r.prefix, limits: newLimits(r.windows, c.cost)})
 	}
@@ -509,7 +511,7 @@ func (l *Limiter) giveBack(key string, held limits, source string, decided time.
 			ctx, cancel := context.WithTimeout(context.Background(), l.config.timeout)
 			defer cancel()
 			// Also when it failed: it may have been carried out.
-			defer l.denials.forget(key)
+			defer l.denials.Forget(key)
 			if _, err := l.client.Refund(ctx, key, milliseconds(held.first.ms), held.first.limit, held.options...); err != nil {
 				l.config.logger.Warn("rate limit: refund failed", "key", key, "error", err)
 			}
@@ -538,13 +540,13 @@ const (
 // verdict under open and closed).
 func (l *Limiter) decide(ctx context.Context, key string, held limits) (swl.Verdict, string) {
 	// A cached denial answers also while Redis fails: it is no failure.
-	if verdict, ok := l.denials.answer(key, l.config.now()); ok {
+	if verdict, ok := l.denials.Answer(key, held.cached, l.config.cost, l.config.now()); ok {
 		return verdict, sourceCache
 	}
-	ticket, sent := l.denials.ticket(), l.config.now()
+	ticket, sent := l.denials.Ticket(), l.config.now()
 	verdict, err := l.check(ctx, key, held)
 	if err == nil {
-		l.denials.keep(key, verdict, ticket, sent)
+		l.denials.Keep(key, held.cached, l.config.cost, verdict, ticket, sent)
 		return verdict, sourceRedis
 	}
 	l.failures.Add(1)
@@ -657,14 +659,14 @@ func (l *Limiter) Reset(ctx context.Context, client string) error {
 func (l *Limiter) Refund(ctx context.Context, client string, units int64) (swl.Verdict, error) {
 	key := l.logName("", client)
 	// Also when it failed: it may have been carried out.
-	defer l.denials.forget(key)
+	defer l.denials.Forget(key)
 	options := append([]swl.RequestOption{}, l.limits.options...)
 	options = append(options, swl.Cost(units))
 	return l.client.Refund(ctx, key, milliseconds(l.limits.first.ms), l.limits.first.limit, options...)
 }
 
 func (l *Limiter) forget(key string) {
-	l.denials.forget(key)
+	l.denials.Forget(key)
 	if l.local != nil {
 		l.local.forget(key)
 	}

@@ -31,7 +31,7 @@ func TestTheDefaultsAreTheOtherLanguages(t *testing.T) {
 		c.localMaxClients != 10_000 || c.denialCacheKeys != 10_000 || c.name != "default" {
 		t.Fatalf("%+v", c)
 	}
-	if l.local != nil || l.denials == nil || l.denials.maxKeys != 10_000 || l.metrics != nil {
+	if l.local != nil || l.denials == nil || l.metrics != nil {
 		t.Fatalf("%+v", l)
 	}
 	if got := l.limits.options; len(got) != 1 {

@@ -497,7 +497,7 @@ func (c client) at(t *testing.T, server *httptest.Server, path string) reply {
 func TestRoutesHoldTheirRequestsToTheirOwnWindowsInLogsOfTheirOwn(t *testing.T) {
 	each(t, func(t *testing.T, f *fixture) {
 		l := f.limiter(Window(time.Minute, 3),
-			Route("/search", RouteWindow{time.Minute, 2}), Route("/health"))
+			Route("/search", RouteWindow{Window: time.Minute, Limit: 2}), Route("/health"))
 		server := routed(t, l)
 		statuses := func(path string, n int) []int {
 			var seen []int
@@ -545,7 +545,7 @@ func TestRoutesHoldTheirRequestsToTheirOwnWindowsInLogsOfTheirOwn(t *testing.T) 
 
 func TestFailedResponsesAreRefundedWithRefundFailed(t *testing.T) {
 	each(t, func(t *testing.T, f *fixture) {
-		l := f.limiter(Window(time.Minute, 2), Route("/search", RouteWindow{time.Minute, 1}),
+		l := f.limiter(Window(time.Minute, 2), Route("/search", RouteWindow{Window: time.Minute, Limit: 1}),
 			RefundFailed(true), Failed(func(status int) bool { return status >= 500 }))
 		server := routed(t, l)
 		// The refund is sent once the response is written: wait for it.

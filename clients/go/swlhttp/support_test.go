@@ -320,3 +320,15 @@ func field(header, name string) string {
 	}
 	return ""
 }
+
+// base is the tests' time: 2023-11-14, Unix milliseconds.
+const base int64 = 1_700_000_000_000
+
+func at(ms int64) time.Time { return time.UnixMilli(base + ms) }
+
+func verdictOf(allowed bool, limit, remaining, retryMs, resetMs, windowMs int64) swl.Verdict {
+	return swl.Verdict{
+		Allowed: allowed, Limit: limit, Remaining: remaining,
+		RetryAfter: milliseconds(retryMs), ResetAfter: milliseconds(resetMs), Window: milliseconds(windowMs),
+	}
+}
