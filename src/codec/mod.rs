@@ -119,6 +119,64 @@ pub trait Codec {
     fn write_new_log(value: &mut [u8], time: u64, count: usize);
 }
 
+/// The `Codec` items a format module has as items of the same names: its
+/// `Layout` and `Log`, `Log::parse` and `Log::with_layout`, and the change
+/// functions. (Its constants and new logs are its own.)
+macro_rules! codec_items_of_the_module {
+    () => {
+        type Layout = Layout;
+        type Log<'a> = Log<'a>;
+
+        fn parse(value: &[u8]) -> Result<Log<'_>, FormatError> {
+            Log::parse(value)
+        }
+        fn with_layout(value: &[u8], layout: Layout) -> Log<'_> {
+            Log::with_layout(value, layout)
+        }
+        fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
+            trim_through(value, floor)
+        }
+        fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
+            cap_to(value, max_entries)
+        }
+        fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> {
+            drop_newest(value, count)
+        }
+        fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
+            record(value, time, count)
+        }
+    };
+}
+use codec_items_of_the_module;
+
+/// `Reader` for a format's `Log`, by its methods of the same names.
+macro_rules! reader_by_log_methods {
+    () => {
+        impl Reader for Log<'_> {
+            type Layout = Layout;
+            fn layout(&self) -> Layout {
+                Log::layout(self)
+            }
+            fn len(&self) -> usize {
+                Log::len(self)
+            }
+            fn count_above(&self, floor: i64) -> usize {
+                Log::count_above(self, floor)
+            }
+            fn time_at(&self, rank: usize) -> Option<u64> {
+                Log::time_at(self, rank)
+            }
+            fn entries(&self) -> Result<Vec<u64>, FormatError> {
+                Log::entries(self)
+            }
+            fn reclaimed(&self) -> Option<Vec<u8>> {
+                Log::reclaimed(self)
+            }
+        }
+    };
+}
+use reader_by_log_methods;
+
 /// Reading a parsed log.
 pub trait Reader {
     type Layout;

@@ -19,14 +19,19 @@ async function checks(redis) {
   return calls('swl\\.check') + calls('fcall');
 }
 
+// `app` listening on a free loopback port.
+function listen(app) {
+  return new Promise((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+  });
+}
+
 // An app on a free port behind `limiter`, keyed by the X-Client header.
 async function serve(limiter) {
   const app = express();
   app.use(limiter);
   app.get('/', (req, res) => res.send('hello\n'));
-  const server = await new Promise((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
+  const server = await listen(app);
   const get = async (client) => {
     const reply = await fetch(`http://127.0.0.1:${server.address().port}/`, { headers: { 'X-Client': client } });
     await reply.text();
@@ -42,8 +47,26 @@ async function serve(limiter) {
 const byHeader = (req) => req.get('X-Client');
 const sleepUntil = (at) => new Promise((resolve) => { setTimeout(resolve, Math.max(0, at - Date.now())); });
 
+// An app with a route limited on its own, one exempt, and routes that fail.
+async function serveRoutes(limiter) {
+  const app = express();
+  app.use(limiter);
+  app.get('/search/:q', (req, res) => res.send('found\n'));
+  app.get('/health', (req, res) => res.send('ok\n'));
+  app.get('/fail', (req, res) => res.status(500).send('failed\n'));
+  app.get('/missing', (req, res) => res.status(404).send('none\n'));
+  app.get('/', (req, res) => res.send('hello\n'));
+  const server = await listen(app);
+  const get = async (path, client = 'c') => {
+    const reply = await fetch(`http://127.0.0.1:${server.address().port}${path}`, { headers: { 'X-Client': client } });
+    await reply.text();
+    return { status: reply.status, policy: reply.headers.get('RateLimit-Policy') };
+  };
+  return { get, close: () => { server.close(); limiter.close(); } };
+}
+
 for (const module of [true, false]) {
-  describe(`the middleware's denial cache, ${module ? 'the module' : 'the library'}`, () => {
+  describe(`the middleware, ${module ? 'the module' : 'the library'}`, () => {
     let server;
     let redis;
     before(async () => {
@@ -150,41 +173,7 @@ for (const module of [true, false]) {
         app.close();
       }
     });
-  });
-}
 
-// An app with a route limited on its own, one exempt, and routes that fail.
-async function serveRoutes(limiter) {
-  const app = express();
-  app.use(limiter);
-  app.get('/search/:q', (req, res) => res.send('found\n'));
-  app.get('/health', (req, res) => res.send('ok\n'));
-  app.get('/fail', (req, res) => res.status(500).send('failed\n'));
-  app.get('/missing', (req, res) => res.status(404).send('none\n'));
-  app.get('/', (req, res) => res.send('hello\n'));
-  const server = await new Promise((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
-  const get = async (path, client = 'c') => {
-    const reply = await fetch(`http://127.0.0.1:${server.address().port}${path}`, { headers: { 'X-Client': client } });
-    await reply.text();
-    return { status: reply.status, policy: reply.headers.get('RateLimit-Policy') };
-  };
-  return { get, close: () => { server.close(); limiter.close(); } };
-}
-
-for (const module of [true, false]) {
-  describe(`the middleware's routes, refunds and connections, ${module ? 'the module' : 'the library'}`, () => {
-    let server;
-    let redis;
-    before(async () => {
-      server = await RedisServer.start({ module });
-      redis = await server.client();
-    });
-    after(async () => {
-      redis.destroy();
-      await server.stop();
-    });
     const units = async (key) => {
       const swl = new SWL({ client: redis });
       return swl.units(key, 60000);

@@ -144,27 +144,8 @@ impl Codec for Packed {
     /// another writer's low fields stopped a trim's count short; the
     /// function library then counts again too.
     const DROP_KEEPS_TRIM_FLOOR: bool = false;
-    type Layout = Layout;
-    type Log<'a> = Log<'a>;
+    super::codec_items_of_the_module!();
 
-    fn parse(value: &[u8]) -> Result<Log<'_>, FormatError> {
-        Log::parse(value)
-    }
-    fn with_layout(value: &[u8], layout: Layout) -> Log<'_> {
-        Log::with_layout(value, layout)
-    }
-    fn trim_through(value: &mut [u8], floor: i64) -> Result<Change, FormatError> {
-        trim_through(value, floor)
-    }
-    fn cap_to(value: &mut [u8], max_entries: u64) -> Result<Change, FormatError> {
-        cap_to(value, max_entries)
-    }
-    fn drop_newest(value: &mut [u8], count: u64) -> Result<Change, FormatError> {
-        drop_newest(value, count)
-    }
-    fn record(value: Option<&mut [u8]>, time: u64, count: u64) -> Result<Change, FormatError> {
-        record(value, time, count)
-    }
     fn new_log_len(time: u64, count: usize) -> usize {
         new_log(time, count).len()
     }
@@ -173,24 +154,4 @@ impl Codec for Packed {
     }
 }
 
-impl Reader for Log<'_> {
-    type Layout = Layout;
-    fn layout(&self) -> Layout {
-        Log::layout(self)
-    }
-    fn len(&self) -> usize {
-        Log::len(self)
-    }
-    fn count_above(&self, floor: i64) -> usize {
-        Log::count_above(self, floor)
-    }
-    fn time_at(&self, rank: usize) -> Option<u64> {
-        Log::time_at(self, rank)
-    }
-    fn entries(&self) -> Result<Vec<u64>, FormatError> {
-        Log::entries(self)
-    }
-    fn reclaimed(&self) -> Option<Vec<u8>> {
-        Log::reclaimed(self)
-    }
-}
+super::reader_by_log_methods!();
