@@ -78,7 +78,7 @@ it('installs into a fresh app, which loads the library it carries', async () => 
       }
     `], { cwd: app });
     assert.deepEqual(JSON.parse(alone.stdout), [
-      14, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
+      15, 'redis-swl: RateLimiterSwl needs rate-limiter-flexible: npm install rate-limiter-flexible',
     ]);
     // As an ES module: SwlStore is the default export, as RedisStore is
     // rate-limit-redis's, and every name is there; require lists the same

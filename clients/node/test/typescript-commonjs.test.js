@@ -88,7 +88,7 @@ it('require gives the same names as before, and SwlStore as default beside them'
   // Neither is listed or copied: Object.keys, for...in and spreads are as before.
   assert.deepEqual(Object.keys(swl).sort(), [
     'DenialCache', 'ENCODINGS', 'LocalLimiter', 'MAX_WINDOWS', 'RateLimiterSwl', 'SWL', 'SwlStore', 'TimeoutError',
-    'UncertainOutcomeError', 'Verdict', 'clientAddress', 'librarySource', 'rateLimit', 'rateLimitHeaders',
+    'UncertainOutcomeError', 'Verdict', 'clientAddress', 'failedResponse', 'librarySource', 'rateLimit', 'rateLimitHeaders',
   ]);
   assert.equal('default' in { ...swl }, false);
   assert.equal(typeof swl, 'object');
