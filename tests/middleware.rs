@@ -428,6 +428,11 @@ fn assert_headers(reply: &Reply, status: u16, expected: &[(&str, &str)], context
 fn assert_policy(app: &App, client: &str, fault: &str) {
     let reply = app.get(client);
     let context = format!("{} app, {fault}", app.policy);
+    assert_policy_answered(app, &reply, &context);
+}
+
+/// `reply` is the app's policy's answer, in time.
+fn assert_policy_answered(app: &App, reply: &Reply, context: &str) {
     assert!(
         reply.took < Duration::from_millis(TIMEOUT_MS) + MARGIN,
         "{context}: answered in {:?}",
@@ -435,24 +440,24 @@ fn assert_policy(app: &App, client: &str, fault: &str) {
     );
     match app.policy {
         "open" => {
-            assert_headers(&reply, 200, &[("ratelimit-source", "open")], &context);
+            assert_headers(reply, 200, &[("ratelimit-source", "open")], context);
             assert_eq!(reply.header("ratelimit"), "", "{context}");
         }
         "closed" => assert_headers(
-            &reply,
+            reply,
             503,
             &[("ratelimit-source", "closed"), ("retry-after", "1")],
-            &context,
+            context,
         ),
         _ => assert_headers(
-            &reply,
+            reply,
             200,
             &[
                 ("ratelimit-source", "local"),
                 ("ratelimit-policy", "\"60000ms\";q=3;w=60"),
                 ("ratelimit", "\"60000ms\";r=2;t=60"),
             ],
-            &context,
+            context,
         ),
     }
 }
@@ -541,12 +546,19 @@ fn exercise(kind: Kind) {
     }
 
     // The module unloaded: each package goes to the function library
-    // instead, which it loads itself: Redis still decides.
+    // instead, which it loads itself, and Redis decides again. The request
+    // that finds the module gone also has the server compile the library
+    // (a few milliseconds, more on a busy machine): where that overruns
+    // the app's timeout, the app's policy answers it, in time, as it
+    // answers any call Redis did not answer in time.
     redis_cmd(&redis, &["MODULE", "UNLOAD", "swl"]);
     for app in apps {
         let reply = app.get("unloaded");
         let context = format!("{} app, module unloaded", app.policy);
-        assert_headers(&reply, 200, &[("ratelimit-source", "redis")], &context);
+        if reply.header("ratelimit-source") != "redis" {
+            assert_policy_answered(app, &reply, &context);
+            app.wait_for_redis("unloaded-again");
+        }
     }
     let libraries = redis_cmd(&redis, &["FUNCTION", "LIST", "LIBRARYNAME", "swl"]);
     assert!(
