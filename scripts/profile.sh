@@ -51,9 +51,41 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
 pid=$!
 for _ in $(seq 1 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
+# What the library workloads share.
+cli() { redis-cli -p "$port" "$@"; }
+# Loads scripts/swl.lua, creating new logs in encoding $1.
+load_library() {
+    sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
+}
+# Instructions per call of `command` (a Redis command's function name)
+# while the rest of the arguments run `requests` calls: callgrind's
+# counters zeroed before, dumped after, and the command's inclusive count
+# read from the newest dump.
+per_call() {
+    local command=$1 newest
+    shift
+    callgrind_control -z "$pid" >/dev/null
+    "$@" >/dev/null 2>&1
+    callgrind_control -d "$pid" >/dev/null
+    newest=$(for f in "$dir"/callgrind.out.*; do echo "${f##*.} $f"; done | sort -n | tail -1 | cut -d' ' -f2)
+    callgrind_annotate --inclusive=yes "$newest" 2>/dev/null |
+        awk -v n="$requests" -v c="$command" '!done && $0 ~ ":" c " " { gsub(",", "", $1); printf "%.0f", $1 / n; done = 1 }'
+}
+# A row of a table of counts by path: its name (`width` wide), the
+# script's count, and each library encoding's with its ratio to it.
+declare -A counts
+row() {
+    local width=$1 name=$2 script=${counts[$2,script]} line path count
+    line=$(printf "%-${width}s %10s" "$name" "$script")
+    for path in zset compact1 compact; do
+        count=${counts[$name,$path]}
+        line+=$(printf ' %12s %8s' "$count" "$(awk -v a="$count" -v b="$script" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')")
+    done
+    echo "$line"
+}
+
 if [ "$workload" = steady ]; then
     entries=${3:-10000}
-    cli() { redis-cli -p "$port" "$@"; }
     script=$(sed -n "/^LUA_AT='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT='//; \$s/'\$//")
     sha=$(cli script load "$script")
     # Calls `from` to `to` - 1 on `key`: `prefix`, then now_ms one spacing
@@ -63,95 +95,63 @@ if [ "$workload" = steady ]; then
             s = 3600000 / n
             for (i = from; i < to; i++) printf "%s %.0f\r\n", prefix, (fixed != "" ? fixed : 1700000000000 + i * s) }'
     }
-    # Instructions per call of `requests` calls (counters zeroed before,
-    # dumped after; the command's inclusive count from the newest dump).
-    counted() {
-        local command=$1 newest
-        callgrind_control -z "$pid" >/dev/null
-        cli --pipe >/dev/null 2>&1
-        callgrind_control -d "$pid" >/dev/null
-        newest=$(for f in "$dir"/callgrind.out.*; do echo "${f##*.} $f"; done | sort -n | tail -1 | cut -d' ' -f2)
-        callgrind_annotate --inclusive=yes "$newest" 2>/dev/null |
-            awk -v n="$requests" -v c="$command" '!done && $0 ~ ":" c " " { gsub(",", "", $1); printf "%.0f", $1 / n; done = 1 }'
-    }
     warm=$((entries / 10 > 1000 ? entries / 10 : 1000))
     fixed=$(awk -v n="$entries" -v i=$((entries + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
-    declare -A counts
     for path in script zset compact1 compact; do
         cli flushall >/dev/null
         if [ "$path" = script ]; then
             prefix="EVALSHA $sha 1 st" command=evalShaCommand
         else
-            sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$path'/" scripts/swl.lua | cli -x function load replace >/dev/null
+            load_library "$path"
             prefix="FCALL swl_check 1 st" command=fcallCommand
         fi
         calls "$prefix 3600000 99999999" 0 "$entries" | cli --pipe >/dev/null 2>&1
         calls "$prefix 3600000 $((2 * entries))" "$entries" $((entries + warm)) | cli --pipe >/dev/null 2>&1
         cli copy st st:denied >/dev/null
-        counts[admitted,$path]=$(calls "$prefix 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) | counted "$command")
-        counts[denied,$path]=$(calls "${prefix/ st/ st:denied} 3600000 $entries" 0 "$requests" "$fixed" | counted "$command")
+        counts[admitted,$path]=$(calls "$prefix 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) | per_call "$command" cli --pipe)
+        counts[denied,$path]=$(calls "${prefix/ st/ st:denied} 3600000 $entries" 0 "$requests" "$fixed" | per_call "$command" cli --pipe)
     done
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
     echo "Instructions per call, one log of $entries entries in steady state, one window ($requests calls each; the library's ratio to the script)"
     printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "format 1" "" "format 2" ""
     for name in admitted denied; do
-        printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' "$name" "${counts[$name,script]}" \
-            "${counts[$name,zset]}" "$(ratio "${counts[$name,zset]}" "${counts[$name,script]}")" \
-            "${counts[$name,compact1]}" "$(ratio "${counts[$name,compact1]}" "${counts[$name,script]}")" \
-            "${counts[$name,compact]}" "$(ratio "${counts[$name,compact]}" "${counts[$name,script]}")"
+        row 10 "$name"
     done
     exit 0
 fi
 
 if [ "$workload" = library ]; then
-    cli() { redis-cli -p "$port" "$@"; }
     script=$(sed -n "/^LUA='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA='//; \$s/'\$//")
     sha=$(cli script load "$script")
-    load_library() {
-        sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
-    }
 
     # Instructions per call of one workload: a run that fills the keys, then
-    # `requests` calls counted (callgrind's counters zeroed before, dumped
-    # after, and the command's inclusive count read from the newest dump).
-    per_call() {
+    # `requests` calls counted.
+    workload_per_call() {
         local keys=$1 command=$2
         shift 2
         cli flushall >/dev/null
         redis-benchmark -q -p "$port" -c 10 -P 16 -n "$requests" -r "$keys" "$@" >/dev/null 2>&1
-        callgrind_control -z "$pid" >/dev/null
-        redis-benchmark -q -p "$port" -c 10 -P 16 -n "$requests" -r "$keys" "$@" >/dev/null 2>&1
-        callgrind_control -d "$pid" >/dev/null
-        local newest
-        newest=$(for f in "$dir"/callgrind.out.*; do echo "${f##*.} $f"; done | sort -n | tail -1 | cut -d' ' -f2)
-        callgrind_annotate --inclusive=yes "$newest" 2>/dev/null |
-            awk -v n="$requests" -v c="$command" '!done && $0 ~ ":" c " " { gsub(",", "", $1); printf "%.0f", $1 / n; done = 1 }'
+        per_call "$command" redis-benchmark -q -p "$port" -c 10 -P 16 -n "$requests" -r "$keys" "$@"
     }
 
     # Each row: its name, keys and limit.
     workloads=("admitted, new logs:100000:1000" "admitted, logs with entries:2000:1000" "denied:10:10")
-    declare -A counts
-    for row in "${workloads[@]}"; do
-        IFS=: read -r name keys limit <<<"$row"
-        counts[$name,script]=$(per_call "$keys" evalShaCommand EVALSHA "$sha" 1 "p:__rand_int__" 60000 "$limit")
+    for workload_row in "${workloads[@]}"; do
+        IFS=: read -r name keys limit <<<"$workload_row"
+        counts[$name,script]=$(workload_per_call "$keys" evalShaCommand EVALSHA "$sha" 1 "p:__rand_int__" 60000 "$limit")
     done
     for encoding in zset compact1 compact; do
         load_library "$encoding"
-        for row in "${workloads[@]}"; do
-            IFS=: read -r name keys limit <<<"$row"
-            counts[$name,$encoding]=$(per_call "$keys" fcallCommand FCALL swl_check 1 "p:__rand_int__" 60000 "$limit" '*')
+        for workload_row in "${workloads[@]}"; do
+            IFS=: read -r name keys limit <<<"$workload_row"
+            counts[$name,$encoding]=$(workload_per_call "$keys" fcallCommand FCALL swl_check 1 "p:__rand_int__" 60000 "$limit" '*')
         done
     done
 
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
     echo "Instructions per call, one window ($requests calls each; the library's ratio to the script)"
     printf '%-30s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "compact v1" "" "compact v2" ""
-    for row in "${workloads[@]}"; do
-        IFS=: read -r name _ _ <<<"$row"
-        printf '%-30s %10s %12s %8s %12s %8s %12s %8s\n' "$name" "${counts[$name,script]}" \
-            "${counts[$name,zset]}" "$(ratio "${counts[$name,zset]}" "${counts[$name,script]}")" \
-            "${counts[$name,compact1]}" "$(ratio "${counts[$name,compact1]}" "${counts[$name,script]}")" \
-            "${counts[$name,compact]}" "$(ratio "${counts[$name,compact]}" "${counts[$name,script]}")"
+    for workload_row in "${workloads[@]}"; do
+        IFS=: read -r name _ _ <<<"$workload_row"
+        row 30 "$name"
     done
     exit 0
 fi
