@@ -118,7 +118,7 @@ impl<C: Codec> CompactKey<C> {
 
     /// The value, read in place; empty for no key.
     fn bytes(&self) -> &[u8] {
-        self.dma(raw::REDISMODULE_READ)
+        dma(&self.key, raw::REDISMODULE_READ)
             // SAFETY: the pointer and length come from StringDMA on the live
             // key and stay valid until the value is next changed, which
             // takes `&mut self`.
@@ -129,13 +129,9 @@ impl<C: Codec> CompactKey<C> {
 
     /// The value, to change in place; None for no key.
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        self.dma(raw::REDISMODULE_WRITE)
+        dma(&self.key, raw::REDISMODULE_WRITE)
             // SAFETY: as in `bytes`, and the borrow of `self` is exclusive.
             .map(|(ptr, len)| unsafe { std::slice::from_raw_parts_mut(ptr, len) })
-    }
-
-    fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
-        dma(&self.key, mode)
     }
 
     /// The value as a log, parsed once per change.
@@ -147,16 +143,6 @@ impl<C: Codec> CompactKey<C> {
         let log = C::parse(bytes).ok()?;
         self.layout.set(Some(log.layout()));
         Some(log)
-    }
-
-    /// Every entry, oldest first, each slot checked: SWL.ENTRIES.
-    pub fn entries(&self) -> Result<Vec<u64>, SwlError> {
-        if self.key.key_type() == raw::KeyType::Empty {
-            return Ok(Vec::new());
-        }
-        C::parse(self.bytes())
-            .and_then(|log| log.entries())
-            .map_err(|_| SwlError::WrongType)
     }
 
     /// Runs one change on the stored value (None for no key), unless an
@@ -333,8 +319,15 @@ impl<C: Codec> CompactKey<C> {
 }
 
 impl<C: Codec> StoredLog for CompactKey<C> {
+    /// Every entry, each slot checked.
     fn times(&self) -> Result<Vec<f64>, SwlError> {
-        Ok(self.entries()?.into_iter().map(|t| t as f64).collect())
+        if self.key.key_type() == raw::KeyType::Empty {
+            return Ok(Vec::new());
+        }
+        let entries = C::parse(self.bytes())
+            .and_then(|log| log.entries())
+            .map_err(|_| SwlError::WrongType)?;
+        Ok(entries.into_iter().map(|t| t as f64).collect())
     }
 
     /// Ends the call: sets the expiry (`expire_at`, where it changes) and
