@@ -347,7 +347,6 @@ class SWL {
   // The log: its entries' times, oldest first, as Unix milliseconds
   // (SWL.ENTRIES); none for no key.
   async entries(key) {
-    if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
     const reply = await this.call(ENTRIES, key, []);
     return reply.map((time) => {
       const ms = Number(time);
@@ -413,11 +412,11 @@ class SWL {
   }
 
   async run(names, key, args) {
-    if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
     return Verdict.fromReply(await this.call(names, key, args));
   }
 
   async call({ command, fn, readOnly }, key, args) {
+    if (typeof key !== 'string' && !Buffer.isBuffer(key)) throw new TypeError('key must be a string or a Buffer');
     // A check or refund is sent once; one that may have been carried out
     // without a reply rejects with an UncertainOutcomeError.
     const send = async (sent, routeReadOnly) => {

@@ -183,18 +183,32 @@ function rateLimit({
   // path within the app is held to: the longest prefix that covers it
   // ('/search' covers '/search/x', not '/searchable'), compared as the
   // app routes: without case unless it has 'case sensitive routing' on.
+  // Each set of windows with what its calls send, made once: the first
+  // window, and the cost and the others as options.
+  const limitsOf = (held) => {
+    if (held.length === 0) return { windows: held };
+    const [[windowMs, limit], ...moreWindows] = held;
+    return { windows: held, windowMs, limit, options: { cost, windows: moreWindows } };
+  };
+  const everyRequest = limitsOf(windows);
+  // Longest prefix first, with the forms paths are compared in.
+  const routeLimits = Object.keys(routes)
+    .sort((a, b) => b.length - a.length)
+    .map((prefix) => ({
+      prefix,
+      exact: prefix,
+      folded: prefix.toLowerCase(),
+      limits: limitsOf(routes[prefix]),
+    }));
   const limitsFor = (req) => {
     const raw = req.path !== undefined ? req.path : String(req.url || '/').split('?')[0];
     const caseSensitive = Boolean(req.app && typeof req.app.get === 'function' && req.app.get('case sensitive routing'));
-    const fold = (text) => (caseSensitive ? text : text.toLowerCase());
-    const path = fold(raw);
-    let route = '';
-    for (const prefix of Object.keys(routes)) {
-      const folded = fold(prefix);
-      const covers = path === folded || path.startsWith(`${folded.replace(/\/+$/, '')}/`);
-      if (covers && prefix.length > route.length) route = prefix;
+    const path = caseSensitive ? raw : raw.toLowerCase();
+    for (const route of routeLimits) {
+      const prefix = caseSensitive ? route.exact : route.folded;
+      if (path === prefix || path.startsWith(`${prefix.replace(/\/+$/, '')}/`)) return [route.prefix, route.limits];
     }
-    return [route, route ? routes[route] : windows];
+    return ['', everyRequest];
   };
   // Each route keeps logs of its own.
   const logName = (route, who) => (route ? `${keyPrefix}${route}:${who}` : keyPrefix + who);
@@ -205,9 +219,8 @@ function rateLimit({
 
   const check = async (name, held) => {
     if (Date.now() < retryAt) return null;
-    const [[windowMs, limit], ...moreWindows] = held;
     try {
-      const verdict = await swl.check(name, windowMs, limit, { cost, windows: moreWindows });
+      const verdict = await swl.check(name, held.windowMs, held.limit, held.options);
       delayMs = 0;
       retryAt = 0;
       return verdict;
@@ -231,13 +244,12 @@ function rateLimit({
   // within the narrowest window: a refund removes the newest entries,
   // which after that may be another request's.
   const refundAfter = (name, held, source, decidedAt) => {
-    if (Date.now() - decidedAt >= Math.min(...held.map(([ms]) => ms))) return;
+    if (Date.now() - decidedAt >= Math.min(...held.windows.map(([ms]) => ms))) return;
     if (source === 'local') {
-      local.refund(name, held, Date.now(), cost);
+      local.refund(name, held.windows, Date.now(), cost);
       return;
     }
-    const [[windowMs, limit], ...moreWindows] = held;
-    swl.refund(name, windowMs, limit, { cost, windows: moreWindows })
+    swl.refund(name, held.windowMs, held.limit, held.options)
       .catch((error) => console.warn(`rate limit: refund failed (${error && error.message})`))
       // Once Redis answered, or failed (the refund may be carried out).
       .finally(() => cache.forget(name));
@@ -248,11 +260,10 @@ function rateLimit({
     // The narrowest window a refund must come within counts from here.
     const decidedAt = Date.now();
     const [route, held] = limitsFor(req);
-    if (held.length === 0) return next();
+    if (held.windows.length === 0) return next();
     // Express 5 passes a key function's rejection on to the error handler.
     const name = logName(route, await key(req));
-    const [[windowMs, limit], ...moreWindows] = held;
-    const options = { cost, windows: moreWindows };
+    const { windowMs, limit, options } = held;
     // A cached denial answers also while Redis fails: it is no failure.
     let verdict = cache.answer(name, windowMs, limit, options);
     let source = 'cache';
@@ -275,7 +286,7 @@ function rateLimit({
         res.set({ 'Retry-After': '1', 'RateLimit-Source': 'closed' });
         return res.status(503).type('text/plain').send('rate limiter unavailable\n');
       }
-      verdict = local.check(name, held, Date.now(), cost);
+      verdict = local.check(name, held.windows, Date.now(), cost);
       source = 'local';
     }
     decided(started, verdict.allowed, source);
@@ -325,9 +336,8 @@ function rateLimit({
   // request that should not count after all.
   middleware.refund = async (who, units = cost) => {
     const name = logName('', who);
-    const [[windowMs, limit], ...moreWindows] = windows;
     try {
-      return await swl.refund(name, windowMs, limit, { cost: units, windows: moreWindows });
+      return await swl.refund(name, everyRequest.windowMs, everyRequest.limit, { ...everyRequest.options, cost: units });
     } finally {
       cache.forget(name);
     }
