@@ -410,9 +410,9 @@ enum Source {
 pub struct RateLimiter {
     config: Config,
     /// The windows every request outside the routes is held to.
-    limits: Limits,
+    limits: Arc<Limits>,
     /// Each route's prefix and limits, longest prefix first.
-    routes: Vec<(String, Limits)>,
+    routes: Vec<(String, Arc<Limits>)>,
     /// Where the layer connects itself (no `connection` given).
     client: Option<redis::Client>,
     connection: tokio::sync::Mutex<Option<Arc<Swl<ConnectionManager>>>>,
@@ -477,11 +477,11 @@ impl RateLimiter {
             FailurePolicy::Local { max_clients } => max_clients,
             _ => 0,
         };
-        let limits = Limits::new(&config.windows, config.cost);
-        let mut routes: Vec<(String, Limits)> = config
+        let limits = Arc::new(Limits::new(&config.windows, config.cost));
+        let mut routes: Vec<(String, Arc<Limits>)> = config
             .routes
             .iter()
-            .map(|(prefix, windows)| (prefix.clone(), Limits::new(windows, config.cost)))
+            .map(|(prefix, windows)| (prefix.clone(), Arc::new(Limits::new(windows, config.cost))))
             .collect();
         routes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         #[cfg(feature = "metrics")]
@@ -598,7 +598,7 @@ impl RateLimiter {
 
     /// The route (its prefix, or "" for none) and the limits a request's
     /// path is held to: the longest prefix that covers it.
-    fn limits_for(&self, path: &str) -> (&str, &Limits) {
+    fn limits_for(&self, path: &str) -> (&str, &Arc<Limits>) {
         let covers = |prefix: &str| {
             path == prefix
                 || path
@@ -764,8 +764,13 @@ impl RateLimiter {
     /// Redis without holding up the response. Only while the request's own
     /// entries are surely in every window: a refund takes the newest
     /// entries, which after the narrowest window are no longer its own.
-    fn give_back(self: &Arc<Self>, key: String, route: String, source: Source, decided: Instant) {
-        let limits = self.limits_for(&route).1;
+    fn give_back(
+        self: &Arc<Self>,
+        key: String,
+        limits: Arc<Limits>,
+        source: Source,
+        decided: Instant,
+    ) {
         let narrowest = limits.windows.iter().map(|&(ms, _)| ms).min().unwrap_or(0);
         if decided.elapsed() >= Duration::from_millis(narrowest) {
             return;
@@ -774,8 +779,7 @@ impl RateLimiter {
             Source::Redis => {
                 let limiter = Arc::clone(self);
                 tokio::spawn(async move {
-                    let limits = limiter.limits_for(&route).1;
-                    limiter.redis(&key, limits, true).await;
+                    limiter.redis(&key, &limits, true).await;
                 });
             }
             // A cached verdict is a denial: nothing to give back.
@@ -895,11 +899,11 @@ where
             if limits.windows.is_empty() {
                 return inner.call(Request::from_parts(parts, body)).await;
             }
-            let route = route.to_string();
-            let key = limiter.log_name(&route, &(limiter.config.key)(&parts));
+            let key = limiter.log_name(route, &(limiter.config.key)(&parts));
+            let limits = Arc::clone(limits);
             let request = Request::from_parts(parts, body);
             let decided = Instant::now();
-            let decision = limiter.decide(&key, limits).await;
+            let decision = limiter.decide(&key, &limits).await;
             #[cfg(feature = "metrics")]
             limiter.count(&decision, decided.elapsed());
             let (verdict, source) = match decision {
@@ -925,7 +929,7 @@ where
             let mut response = if verdict.allowed {
                 let response = inner.call(request).await?;
                 if limiter.config.refund_failed && (limiter.config.failed)(response.status()) {
-                    limiter.give_back(key, route, source, decided);
+                    limiter.give_back(key, limits, source, decided);
                 }
                 response
             } else {
