@@ -285,6 +285,8 @@ type limits struct {
 
 type routeLimits struct {
 	prefix string
+	// The prefix without trailing slashes, for the paths below it.
+	base   string
 	limits limits
 }
 
@@ -362,7 +364,7 @@ func New(client *swl.Client, options ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{client: client, config: c, limits: newLimits(c.windows, c.cost), denials: swl.NewDenialCache(c.denialCacheKeys)}
 	for _, r := range c.routes {
-		l.routes = append(l.routes, routeLimits{prefix: r.prefix, limits: newLimits(r.windows, c.cost)})
+		l.routes = append(l.routes, routeLimits{prefix: r.prefix, base: strings.TrimRight(r.prefix, "/"), limits: newLimits(r.windows, c.cost)})
 	}
 	slices.SortStableFunc(l.routes, func(a, b routeLimits) int { return len(b.prefix) - len(a.prefix) })
 	if c.policy == Local {
@@ -475,8 +477,7 @@ func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // request's path is held to: the longest prefix that covers it.
 func (l *Limiter) limitsFor(path string) (string, limits) {
 	for _, r := range l.routes {
-		base := strings.TrimRight(r.prefix, "/")
-		if path == r.prefix || strings.HasPrefix(path, base+"/") {
+		if path == r.prefix || (strings.HasPrefix(path, r.base) && strings.HasPrefix(path[len(r.base):], "/")) {
 			return r.prefix, r.limits
 		}
 	}
