@@ -9,12 +9,13 @@ use crate::redis::key::Access;
 use crate::redis::{open_log, reply, server_time_ms, with_log, StoredLog};
 use crate::request::{parse, Command, Now, Request};
 use crate::stats;
-use crate::window::{self, expiry_after, ScoreLog, Verdict};
+use crate::window::{self, expiry_after, OverLimit, ScoreLog, Verdict};
 
-/// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
+/// SWL.CHECK key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE | FORCE]
 ///
 /// Trims the log to the widest window, admits the request if every window
-/// has room for `cost` more units, records it as `cost` entries, and replies
+/// has room for `cost` more units, records it as `cost` entries (with
+/// FORCE also where it does not fit), and replies
 /// `[allowed, limit, remaining, retry_after_ms, reset_after_ms, window_ms]`.
 pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let outcome = guarded(|| {
@@ -31,8 +32,11 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 fn check_log(key: &mut impl StoredLog, request: &Request, clock: u64) -> Result<Verdict, SwlError> {
     let now = moment(request, clock);
     let expiry = key.expire_at();
-    let reply = window::check(key, &request.windows, now, request.cost, request.penalize);
-    finish(key, expiry, reply.allowed, clock, reply.reset_after_ms)?;
+    let reply = window::check(key, &request.windows, now, request.cost, request.over_limit);
+    // A forced request is recorded whether or not it fit: its entries set
+    // the expiry as an admit's do.
+    let recorded = reply.allowed || request.over_limit == OverLimit::Force;
+    finish(key, expiry, recorded, clock, reply.reset_after_ms)?;
     Ok(reply)
 }
 
@@ -68,9 +72,10 @@ fn refund_log(
 
 /// Ends a call that may have changed the log: the key lives at least until
 /// its newest entry leaves the window (`lives` ms), on the server's clock;
-/// `settled` (an admitted check, a refund) sets exactly that, otherwise
-/// the expiry the key had when the call began (`before`) is only
-/// lengthened, also where the call emptied the log and wrote it anew.
+/// `settled` (a check that recorded its request, a refund) sets exactly
+/// that, otherwise the expiry the key had when the call began (`before`)
+/// is only lengthened, also where the call emptied the log and wrote it
+/// anew.
 /// Calls in the same millisecond on a busy key compute the same expiry:
 /// setting and propagating it again would change nothing.
 fn finish(

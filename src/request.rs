@@ -4,7 +4,7 @@
 use std::ops::Deref;
 
 use crate::error::SwlError;
-use crate::window::{Window, MAX_COST, MAX_MS, MAX_WINDOWS};
+use crate::window::{OverLimit, Window, MAX_COST, MAX_MS, MAX_WINDOWS};
 
 /// The moment a request happens at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,8 +15,8 @@ pub enum Now {
     At(u64),
 }
 
-/// Which command the arguments are for: PENALIZE belongs to SWL.CHECK
-/// only, OLDEST to SWL.PEEK only.
+/// Which command the arguments are for: PENALIZE and FORCE belong to
+/// SWL.CHECK only, OLDEST to SWL.PEEK only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
     Check,
@@ -25,24 +25,25 @@ pub enum Command {
 }
 
 /// `key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
-/// [PENALIZE | OLDEST]`, without the key.
+/// [PENALIZE | FORCE | OLDEST]`, without the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The first window, then each WINDOW option in order; never empty.
     pub windows: Vec<Window>,
     pub now: Now,
     pub cost: u64,
-    /// Record denied requests too (SWL.CHECK only).
-    pub penalize: bool,
+    /// What a request that does not fit does to the log: PENALIZE or
+    /// FORCE (SWL.CHECK only, one of them at most once).
+    pub over_limit: OverLimit,
     /// Reply also when the oldest entry in the reply's window leaves it
     /// (SWL.PEEK only).
     pub oldest: bool,
 }
 
 /// Parses the whole argument vector, command name and key included.
-/// Options may come in any order; COST, PENALIZE and OLDEST at most once
-/// each; at most MAX_WINDOWS windows, refused at the WINDOW that would add
-/// one more, before its values are read.
+/// Options may come in any order; COST, OLDEST and one of PENALIZE and
+/// FORCE at most once each; at most MAX_WINDOWS windows, refused at the
+/// WINDOW that would add one more, before its values are read.
 pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Request, SwlError> {
     let [_name, _key, window_ms, limit, now, options @ ..] = args else {
         return Err(SwlError::WrongArity);
@@ -51,7 +52,7 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
         windows: vec![parse_window(window_ms, limit)?],
         now: parse_now(now)?,
         cost: 1,
-        penalize: false,
+        over_limit: OverLimit::Refuse,
         oldest: false,
     };
     let mut cost_seen = false;
@@ -69,11 +70,10 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
                 return Err(SwlError::Syntax);
             };
             request.windows.push(parse_window(window_ms, limit)?);
-        } else if option.eq_ignore_ascii_case(b"PENALIZE")
-            && command == Command::Check
-            && !request.penalize
+        } else if let Some(over_limit) = over_limit_option(option)
+            .filter(|_| command == Command::Check && request.over_limit == OverLimit::Refuse)
         {
-            request.penalize = true;
+            request.over_limit = over_limit;
         } else if option.eq_ignore_ascii_case(b"OLDEST")
             && command == Command::Peek
             && !request.oldest
@@ -84,6 +84,17 @@ pub fn parse<A: Deref<Target = [u8]>>(command: Command, args: &[A]) -> Result<Re
         }
     }
     Ok(request)
+}
+
+/// PENALIZE or FORCE, in any case.
+fn over_limit_option(option: &[u8]) -> Option<OverLimit> {
+    if option.eq_ignore_ascii_case(b"PENALIZE") {
+        Some(OverLimit::Penalize)
+    } else if option.eq_ignore_ascii_case(b"FORCE") {
+        Some(OverLimit::Force)
+    } else {
+        None
+    }
 }
 
 fn parse_window(window_ms: &[u8], limit: &[u8]) -> Result<Window, SwlError> {
@@ -147,7 +158,7 @@ mod tests {
                 windows: vec![window(1000, 10)],
                 now: Now::At(1_700_000_000_000),
                 cost: 1,
-                penalize: false,
+                over_limit: OverLimit::Refuse,
                 oldest: false,
             })
         );
@@ -182,7 +193,7 @@ mod tests {
                 windows: vec![window(MAX_MS, MAX_MS)],
                 now: Now::At(MAX_MS),
                 cost: MAX_COST,
-                penalize: false,
+                over_limit: OverLimit::Refuse,
                 oldest: false,
             })
         );
@@ -275,7 +286,7 @@ mod tests {
             windows: vec![window(1000, 10), window(10, 2), window(60000, 100)],
             now: Now::ServerClock,
             cost: 2,
-            penalize: true,
+            over_limit: OverLimit::Penalize,
             oldest: false,
         });
         let orders: [&[&str]; 3] = [
@@ -353,7 +364,7 @@ mod tests {
     #[test]
     fn penalize_is_for_check_only() {
         let args = ["k", "1000", "10", "0", "PENALIZE"];
-        assert_eq!(parse(&args).map(|r| r.penalize), Ok(true));
+        assert_eq!(parse(&args).map(|r| r.over_limit), Ok(OverLimit::Penalize));
         for command in [Command::Peek, Command::Refund] {
             assert_eq!(parse_as(command, &args), Err(SwlError::Syntax));
             let other = parse_as(
@@ -362,5 +373,59 @@ mod tests {
             );
             assert_eq!(other.map(|r| (r.cost, r.windows.len())), Ok((2, 2)));
         }
+    }
+
+    #[test]
+    fn force_is_taken_in_any_case_and_position() {
+        let expected = Ok(Request {
+            windows: vec![window(1000, 10), window(10, 2)],
+            now: Now::At(0),
+            cost: 2,
+            over_limit: OverLimit::Force,
+            oldest: false,
+        });
+        let orders: [&[&str]; 4] = [
+            &["FORCE", "COST", "2", "WINDOW", "10", "2"],
+            &["COST", "2", "force", "WINDOW", "10", "2"],
+            &["COST", "2", "WINDOW", "10", "2", "Force"],
+            &["window", "10", "2", "fOrCe", "cost", "2"],
+        ];
+        for options in orders {
+            let args: Vec<&str> = ["k", "1000", "10", "0"]
+                .iter()
+                .chain(options)
+                .copied()
+                .collect();
+            assert_eq!(parse(&args), expected, "{options:?}");
+        }
+    }
+
+    #[test]
+    fn force_is_once_never_with_penalize_and_for_check_only() {
+        for options in [
+            &["FORCE", "FORCE"][..],
+            &["force", "COST", "2", "FORCE"],
+            &["FORCE", "PENALIZE"],
+            &["PENALIZE", "FORCE"],
+            &["penalize", "COST", "2", "force"],
+            &["FORCE", "OLDEST"],
+            &["FORCES"],
+        ] {
+            let args: Vec<&str> = ["k", "1000", "10", "0"]
+                .iter()
+                .chain(options)
+                .copied()
+                .collect();
+            assert_eq!(parse(&args), Err(SwlError::Syntax), "{options:?}");
+        }
+        let args = ["k", "1000", "10", "0", "FORCE"];
+        for command in [Command::Peek, Command::Refund] {
+            assert_eq!(parse_as(command, &args), Err(SwlError::Syntax));
+        }
+        assert_eq!(
+            SwlError::Syntax.to_string(),
+            "ERR syntax error",
+            "the text a misplaced PENALIZE gets"
+        );
     }
 }

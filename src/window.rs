@@ -51,6 +51,17 @@ pub trait ScoreLog {
     fn score_at(&self, rank: u64) -> Option<f64>;
 }
 
+/// What a check does with a request that does not fit: the default
+/// records nothing; PENALIZE records it and caps the log to the largest
+/// limit; FORCE records all of it, uncapped (a charge made after the fact,
+/// such as the tokens a response used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverLimit {
+    Refuse,
+    Penalize,
+    Force,
+}
+
 /// The six integers every check replies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
@@ -271,27 +282,30 @@ pub trait LogWriter: ScoreLog {
 
 /// SWL.CHECK on a log: trims it to the widest window, admits the request
 /// if every window has room for `cost` more units, records it as `cost`
-/// entries at `now` (a denial too, with `penalize`, after which the log is
-/// capped to the largest limit), and returns the reply.
+/// entries at `now` (a denial too, as `over_limit` says: penalized, after
+/// which the log is capped to the largest limit, or forced, uncapped), and
+/// returns the reply.
 pub fn check(
     log: &mut impl LogWriter,
     windows: &[Window],
     now: u64,
     cost: u64,
-    penalize: bool,
+    over_limit: OverLimit,
 ) -> Verdict {
     log.trim_through(widest(windows).floor(now));
     let before = counts(log, windows, now);
     let allowed = admits(windows, &before, cost);
-    let (recorded, cap) = if allowed {
-        (cost, None)
-    } else if penalize {
-        // However hard a client retries, its log stays this small.
-        let cap = largest_limit(windows);
-        let newer = log.count_above(now as i64);
-        (penalty_entries(cost, cap, newer), Some(cap))
-    } else {
-        (0, None)
+    let (recorded, cap) = match over_limit {
+        _ if allowed => (cost, None),
+        OverLimit::Refuse => (0, None),
+        OverLimit::Penalize => {
+            // However hard a client retries, its log stays this small.
+            let cap = largest_limit(windows);
+            let newer = log.count_above(now as i64);
+            (penalty_entries(cost, cap, newer), Some(cap))
+        }
+        // Recorded past the limit: later checks refuse until enough leave.
+        OverLimit::Force => (cost, None),
     };
     // Capping first to leave room for what is recorded keeps the same
     // entries as recording then capping (what is recorded at `now` is

@@ -87,7 +87,7 @@ fn entry_at_window_edge_is_out_and_one_later_is_in() {
     assert_eq!(VecLog::of(&[4000]).count_above(W.floor(now)), 0);
     assert_eq!(VecLog::of(&[4001]).count_above(W.floor(now)), 1);
     let mut log = VecLog::of(&[4000, 4001]);
-    check(&mut log, &[W], now, 1, false);
+    check(&mut log, &[W], now, 1, OverLimit::Refuse);
     assert_eq!(log, VecLog::of(&[4001, 5000]));
 }
 
@@ -102,8 +102,8 @@ fn floor_is_exact_at_the_largest_values() {
 #[test]
 fn admits_up_to_the_limit_then_denies() {
     let mut log = VecLog::of(&[100, 200]);
-    assert!(!check(&mut log.clone(), &[W], 300, 2, false).allowed);
-    let admitted = check(&mut log, &[W], 300, 1, false);
+    assert!(!check(&mut log.clone(), &[W], 300, 2, OverLimit::Refuse).allowed);
+    let admitted = check(&mut log, &[W], 300, 1, OverLimit::Refuse);
     assert_eq!(
         admitted,
         Verdict {
@@ -115,7 +115,7 @@ fn admits_up_to_the_limit_then_denies() {
             window_ms: 1000,
         }
     );
-    assert!(!check(&mut log, &[W], 300, 1, false).allowed);
+    assert!(!check(&mut log, &[W], 300, 1, OverLimit::Refuse).allowed);
     assert_eq!(log, VecLog::of(&[100, 200, 300]));
 }
 
@@ -125,10 +125,13 @@ fn denied_verdict_waits_for_the_kth_oldest_entry() {
     // the entry at 200 leaves at 1200, 900 ms after now = 300.
     let mut log = VecLog::of(&[100, 200, 300]);
     assert_eq!(
-        check(&mut log, &[W], 300, 2, false),
+        check(&mut log, &[W], 300, 2, OverLimit::Refuse),
         denial(W, 0, 900, 1000)
     );
-    assert_eq!(check(&mut log, &[W], 300, 1, false).retry_after_ms, 800);
+    assert_eq!(
+        check(&mut log, &[W], 300, 1, OverLimit::Refuse).retry_after_ms,
+        800
+    );
     assert_eq!(log, VecLog::of(&[100, 200, 300]));
 }
 
@@ -136,16 +139,19 @@ fn denied_verdict_waits_for_the_kth_oldest_entry() {
 fn waiting_cannot_help_a_cost_above_the_limit() {
     let mut log = VecLog::default();
     assert_eq!(
-        check(&mut log, &[w(1000, 0)], 10, 1, false),
+        check(&mut log, &[w(1000, 0)], 10, 1, OverLimit::Refuse),
         denial(w(1000, 0), 0, -1, 0)
     );
-    assert_eq!(check(&mut log, &[W], 10, 4, false).retry_after_ms, -1);
+    assert_eq!(
+        check(&mut log, &[W], 10, 4, OverLimit::Refuse).retry_after_ms,
+        -1
+    );
 }
 
 #[test]
 fn entries_from_the_future_stay_in_the_window() {
     let mut log = VecLog::of(&[9000]);
-    let v = check(&mut log, &[w(1000, 1)], 5000, 1, false);
+    let v = check(&mut log, &[w(1000, 1)], 5000, 1, OverLimit::Refuse);
     assert_eq!(v, denial(w(1000, 1), 0, 5000, 5000));
     assert_eq!(log, VecLog::of(&[9000]));
 }
@@ -153,16 +159,16 @@ fn entries_from_the_future_stay_in_the_window() {
 #[test]
 fn fractional_scores_round_up_and_infinite_ones_never_leave() {
     let mut log = VecLog(vec![4500.5, f64::INFINITY]);
-    let v = check(&mut log, &[w(1000, 2)], 5000, 1, false);
+    let v = check(&mut log, &[w(1000, 2)], 5000, 1, OverLimit::Refuse);
     assert_eq!(v, denial(w(1000, 2), 0, 501, NEVER_MS));
     let mut log = VecLog(vec![f64::INFINITY]);
     assert_eq!(
-        check(&mut log, &[w(1000, 1)], 5000, 1, false).retry_after_ms,
+        check(&mut log, &[w(1000, 1)], 5000, 1, OverLimit::Refuse).retry_after_ms,
         NEVER_MS
     );
     // -inf is out of every window and trimmed.
     let mut log = VecLog(vec![f64::NEG_INFINITY]);
-    assert!(check(&mut log, &[w(1000, 1)], 5000, 1, false).allowed);
+    assert!(check(&mut log, &[w(1000, 1)], 5000, 1, OverLimit::Refuse).allowed);
     assert_eq!(log, VecLog::of(&[5000]));
 }
 
@@ -171,21 +177,21 @@ fn every_figure_is_exact_at_the_top_of_the_range() {
     // Sums here pass 2^53, where doubles lose their last bit.
     let top = w(1000, 2);
     let mut log = VecLog::default();
-    let v = check(&mut log, &[top], MAX_MS, 1, false);
+    let v = check(&mut log, &[top], MAX_MS, 1, OverLimit::Refuse);
     assert_eq!((v.remaining, v.reset_after_ms), (1, 1000));
     // Earlier in time: the entry at 2^53-1 is still in the window.
-    let v = check(&mut log, &[top], 0, 1, false);
+    let v = check(&mut log, &[top], 0, 1, OverLimit::Refuse);
     assert_eq!((v.remaining, v.reset_after_ms), (0, 9_007_199_254_741_991));
     assert_eq!(log, VecLog::of(&[0, MAX_MS]));
-    let v = check(&mut log, &[top], 0, 1, false);
+    let v = check(&mut log, &[top], 0, 1, OverLimit::Refuse);
     assert_eq!(v, denial(top, 0, 1000, 9_007_199_254_741_991));
     let wide = w(MAX_MS, MAX_MS);
-    let v = check(&mut VecLog::of(&[MAX_MS]), &[wide], 0, 1, false);
+    let v = check(&mut VecLog::of(&[MAX_MS]), &[wide], 0, 1, OverLimit::Refuse);
     assert_eq!(v.limit, MAX_MS);
     assert_eq!(v.remaining, MAX_MS - 2);
     assert_eq!(v.reset_after_ms, 2 * MAX_MS as i64);
     let full = w(MAX_MS, 1);
-    let v = check(&mut VecLog::of(&[MAX_MS]), &[full], 0, 1, false);
+    let v = check(&mut VecLog::of(&[MAX_MS]), &[full], 0, 1, OverLimit::Refuse);
     assert_eq!(v.retry_after_ms, 2 * MAX_MS as i64);
     assert_eq!(ms_until_left(MAX_MS as f64, w(1, 1), MAX_MS), 1);
     assert_eq!(ms_until_left(0.0, wide, MAX_MS), 0);
@@ -200,7 +206,7 @@ fn the_widest_window_sets_reset() {
     assert_eq!(widest(&[short, long]), long);
     let mut log = VecLog::of(&[95]);
     assert_eq!(
-        check(&mut log, &[short, long], 100, 1, false).reset_after_ms,
+        check(&mut log, &[short, long], 100, 1, OverLimit::Refuse).reset_after_ms,
         100
     );
     assert_eq!(
@@ -253,13 +259,69 @@ fn windows_that_admit_do_not_bind_a_denial() {
 #[test]
 fn a_penalty_above_every_limit_records_nothing() {
     let mut log = VecLog::default();
-    let v = check(&mut log, &[w(1000, 0)], 5, 100_000, true);
+    let v = check(&mut log, &[w(1000, 0)], 5, 100_000, OverLimit::Penalize);
     assert_eq!(v, denial(w(1000, 0), 0, -1, 0));
     assert_eq!(log, VecLog::default());
     assert_eq!(penalty_entries(100_000, 0, 0), 0);
     assert_eq!(penalty_entries(100_000, 7, 0), 7);
     assert_eq!(penalty_entries(5, 7, 3), 4);
     assert_eq!(penalty_entries(5, 7, 9), 0);
+}
+
+#[test]
+fn a_forced_request_over_the_limit_is_recorded_in_full() {
+    let mut log = VecLog::of(&[100, 200, 300]);
+    // Denied, and recorded: the window holds 4 of 3. One more fits once
+    // the two oldest have left: the entry at 200 leaves at 1200.
+    let v = check(&mut log, &[W], 400, 1, OverLimit::Force);
+    assert_eq!(v, denial(W, 0, 800, 1000));
+    assert_eq!(log, VecLog::of(&[100, 200, 300, 400]));
+    // A plain check refuses while the window holds more than its limit.
+    let v = check(&mut log, &[W], 1100, 1, OverLimit::Refuse);
+    assert_eq!(v, denial(W, 0, 100, 300));
+    assert_eq!(log, VecLog::of(&[200, 300, 400]));
+    assert!(check(&mut log, &[W], 1200, 1, OverLimit::Refuse).allowed);
+    assert_eq!(log, VecLog::of(&[300, 400, 1200]));
+    // A cost above the limit is recorded whole, with no cap.
+    let v = check(&mut log, &[W], 1200, 5, OverLimit::Force);
+    assert_eq!(v, denial(W, 0, -1, 1000));
+    assert_eq!(log.len(), 8);
+}
+
+#[test]
+fn a_forced_request_that_fits_is_a_plain_admit() {
+    for (scores, windows, now, cost) in [
+        (&[][..], &[W][..], 10, 1),
+        (&[100, 200], &[W], 300, 1),
+        (&[900], &[w(1000, 2)], 500, 1),
+        (&[50, 95], &[w(10, 2), w(100, 5)], 100, 1),
+    ] {
+        let (mut plain, mut forced) = (VecLog::of(scores), VecLog::of(scores));
+        let v = check(&mut plain, windows, now, cost, OverLimit::Refuse);
+        assert!(v.allowed, "{scores:?}");
+        assert_eq!(check(&mut forced, windows, now, cost, OverLimit::Force), v);
+        assert_eq!(forced, plain, "{scores:?}");
+    }
+}
+
+#[test]
+fn a_forced_request_under_a_zero_limit_is_recorded() {
+    let mut log = VecLog::default();
+    let v = check(&mut log, &[w(1000, 0)], 5, 3, OverLimit::Force);
+    assert_eq!(v, denial(w(1000, 0), 0, -1, 1000));
+    assert_eq!(log, VecLog::of(&[5, 5, 5]));
+}
+
+#[test]
+fn a_forced_request_counts_in_every_window_and_the_denying_one_binds() {
+    let (burst, hourly) = (w(10, 1), w(1000, 5));
+    let mut log = VecLog::of(&[995]);
+    // The burst window denies; the hourly one had room and counts it too.
+    let v = check(&mut log, &[burst, hourly], 1000, 1, OverLimit::Force);
+    assert_eq!(v, denial(burst, 0, 10, 1000));
+    assert_eq!(log, VecLog::of(&[995, 1000]));
+    let v = peek(&log, &[hourly], 1000, 1);
+    assert_eq!((v.allowed, v.remaining), (true, 2));
 }
 
 #[test]
@@ -284,13 +346,14 @@ impl XorShift {
 }
 
 /// SWL.CHECK written from the README's rules alone, over the whole
-/// sorted log: record all of a penalty, then cap.
+/// sorted log: record all of a penalty, then cap; record all of a forced
+/// request, uncapped.
 fn reference_check(
     log: &mut Vec<u64>,
     windows: &[Window],
     now: u64,
     cost: u64,
-    penalize: bool,
+    over_limit: OverLimit,
     peek: bool,
 ) -> Verdict {
     let in_window = |log: &[u64], w: &Window| -> Vec<u64> {
@@ -307,11 +370,11 @@ fn reference_check(
     let allowed = windows
         .iter()
         .all(|w| in_window(&after, w).len() as u64 + cost <= w.limit);
-    if allowed || penalize {
+    if allowed || over_limit != OverLimit::Refuse {
         after.extend(std::iter::repeat_n(now, cost as usize));
         after.sort();
     }
-    if !allowed && penalize {
+    if !allowed && over_limit == OverLimit::Penalize {
         let cap = windows.iter().map(|w| w.limit).max().unwrap() as usize;
         let excess = after.len().saturating_sub(cap);
         after.drain(..excess);
@@ -376,14 +439,24 @@ fn checks_and_peeks_agree_with_the_rules_read_off_the_whole_log() {
                 .collect();
             let now = 100 + rng.below(150);
             let cost = 1 + rng.below(5);
-            let penalize = rng.below(3) == 0;
-            let context = format!("round {round} step {step}: {reference:?} {windows:?} now {now} cost {cost} penalize {penalize}");
-            let expected =
-                reference_check(&mut reference.clone(), &windows, now, cost, false, true);
+            let over_limit = match rng.below(4) {
+                0 => OverLimit::Penalize,
+                1 => OverLimit::Force,
+                _ => OverLimit::Refuse,
+            };
+            let context = format!("round {round} step {step}: {reference:?} {windows:?} now {now} cost {cost} {over_limit:?}");
+            let expected = reference_check(
+                &mut reference.clone(),
+                &windows,
+                now,
+                cost,
+                OverLimit::Refuse,
+                true,
+            );
             assert_eq!(peek(&log, &windows, now, cost), expected, "peek {context}");
-            let expected = reference_check(&mut reference, &windows, now, cost, penalize, false);
+            let expected = reference_check(&mut reference, &windows, now, cost, over_limit, false);
             assert_eq!(
-                check(&mut log, &windows, now, cost, penalize),
+                check(&mut log, &windows, now, cost, over_limit),
                 expected,
                 "{context}"
             );
@@ -432,15 +505,31 @@ fn checks_and_refunds_agree_with_the_rules_read_off_the_whole_log() {
                 "round {round} step {step}: {reference:?} {windows:?} now {now} cost {cost}"
             );
             if rng.below(2) == 0 {
-                let expected = reference_check(&mut reference, &windows, now, cost, false, false);
-                assert_eq!(check(&mut log, &windows, now, cost, false), expected);
+                let expected = reference_check(
+                    &mut reference,
+                    &windows,
+                    now,
+                    cost,
+                    OverLimit::Refuse,
+                    false,
+                );
+                assert_eq!(
+                    check(&mut log, &windows, now, cost, OverLimit::Refuse),
+                    expected
+                );
             } else {
                 let floor = widest(&windows).floor(now);
                 reference.retain(|&s| s as i64 > floor);
                 let keep = reference.len().saturating_sub(cost as usize);
                 reference.truncate(keep);
-                let expected =
-                    reference_check(&mut reference.clone(), &windows, now, cost, false, true);
+                let expected = reference_check(
+                    &mut reference.clone(),
+                    &windows,
+                    now,
+                    cost,
+                    OverLimit::Refuse,
+                    true,
+                );
                 assert_eq!(refund(&mut log, &windows, now, cost), expected, "{context}");
             }
             assert_eq!(log, VecLog::of(&reference), "log after {context}");
@@ -453,7 +542,7 @@ fn largest_limit_bounds_the_log() {
     let windows = [w(10, 7), w(100, 5)];
     assert_eq!(largest_limit(&windows), 7);
     let mut log = VecLog::of(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    let v = check(&mut log, &windows, 10, 3, true);
+    let v = check(&mut log, &windows, 10, 3, OverLimit::Penalize);
     assert!(!v.allowed);
     assert_eq!(log, VecLog::of(&[6, 7, 8, 9, 10, 10, 10]));
 }
