@@ -178,9 +178,22 @@ fn command_docs_describe_every_command() {
             ("now", "oneof", "", ""),
             ("cost", "integer", "COST", "optional"),
             ("window", "block", "WINDOW", "optional,multiple"),
-            ("penalize", "pure-token", "PENALIZE", "optional"),
+            ("over_limit", "oneof", "", "optional"),
         ])
     );
+    let Value::Array(check_arguments) = field(&check_doc, "arguments") else {
+        panic!("arguments is not an array");
+    };
+    let over_limit = &check_arguments[6];
+    assert_eq!(
+        arguments(over_limit),
+        owned(&[
+            ("penalize", "pure-token", "PENALIZE", ""),
+            ("force", "pure-token", "FORCE", ""),
+        ])
+    );
+    let force = argument_field(over_limit, "force", "since");
+    assert_eq!(force.map(text).as_deref(), Some("0.5.0"));
     let peek_doc = docs(&mut con, "swl.peek");
     assert_eq!(
         text(field(&peek_doc, "summary")),

@@ -23,8 +23,8 @@ const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommand
 enum Args {
     /// `window_ms limit now_ms [COST n] [WINDOW window_ms limit]...`
     Windows,
-    /// The same, then `[PENALIZE]`.
-    WindowsAndPenalize,
+    /// The same, then `[PENALIZE | FORCE]`.
+    WindowsAndOverLimit,
     /// The same, then `[OLDEST]`.
     WindowsAndOldest,
     /// Nothing after the key.
@@ -62,7 +62,7 @@ const COMMANDS: [Doc; 4] = [
         complexity: c"O(W log(N) + M + C): W windows, N entries in the log, M entries trimmed, C the cost recorded",
         key_flags: CHECK_FLAGS,
         arity: -5,
-        args: Args::WindowsAndPenalize,
+        args: Args::WindowsAndOverLimit,
         since: c"0.1.0",
     },
     Doc {
@@ -133,16 +133,24 @@ fn set_info(ctx: &Context, doc: &Doc) -> Result<(), &'static str> {
     let mut now_choices = [
         integer(c"now_ms"),
         Arg {
-            token: c"*".as_ptr(),
             summary: c"the server's clock".as_ptr(),
-            ..arg(
-                c"server_clock",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-            )
+            ..pure_token(c"server_clock", c"*")
         },
         end_of_args(),
     ];
     let mut window_parts = [integer(c"window_ms"), integer(c"limit"), end_of_args()];
+    let mut over_limit_choices = [
+        Arg {
+            summary: c"record a denied request too, capping the log to the largest limit".as_ptr(),
+            ..pure_token(c"penalize", c"PENALIZE")
+        },
+        Arg {
+            summary: c"record the request whether or not it fits, with no cap".as_ptr(),
+            since: c"0.5.0".as_ptr(),
+            ..pure_token(c"force", c"FORCE")
+        },
+        end_of_args(),
+    ];
     let optional = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
     let mut args = vec![Arg {
         key_spec_index: 0,
@@ -178,25 +186,21 @@ fn set_info(ctx: &Context, doc: &Doc) -> Result<(), &'static str> {
             },
         ]);
     }
-    if doc.args == Args::WindowsAndPenalize {
+    if doc.args == Args::WindowsAndOverLimit {
         args.push(Arg {
-            token: c"PENALIZE".as_ptr(),
             flags: optional,
+            subargs: over_limit_choices.as_mut_ptr(),
             ..arg(
-                c"penalize",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                c"over_limit",
+                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
             )
         });
     }
     if doc.args == Args::WindowsAndOldest {
         args.push(Arg {
-            token: c"OLDEST".as_ptr(),
             flags: optional,
             since: c"0.3.0".as_ptr(),
-            ..arg(
-                c"oldest",
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-            )
+            ..pure_token(c"oldest", c"OLDEST")
         });
     }
     args.push(end_of_args());
@@ -227,6 +231,16 @@ fn integer(name: &'static CStr) -> Arg {
         name,
         raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
     )
+}
+
+fn pure_token(name: &'static CStr, token: &'static CStr) -> Arg {
+    Arg {
+        token: token.as_ptr(),
+        ..arg(
+            name,
+            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+        )
+    }
 }
 
 fn arg(name: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
