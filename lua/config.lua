@@ -6,7 +6,7 @@ SWL.REFUND and SWL.ENTRIES, for servers that cannot load modules. It reads and w
 encodings of a log, sorted sets and compact logs, as the module does.
 
   redis-cli FUNCTION LOAD REPLACE "$(cat scripts/swl.lua)"
-  FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
+  FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE | FORCE]
   FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [OLDEST]
   FCALL swl_refund  1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
   FCALL swl_entries 1 key

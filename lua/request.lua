@@ -47,8 +47,9 @@ local function parse_window(ms_text, limit_text)
 end
 
 -- The arguments after the key as windows, now (`*` or a time), cost,
--- whether to penalize and whether to reply the oldest entry's wait; nil
--- and the error otherwise. The windows are a
+-- what a request that does not fit does ('PENALIZE', 'FORCE' or false:
+-- refused) and whether to reply the oldest entry's wait; nil and the
+-- error otherwise. The windows are a
 -- list, with the widest one and the largest limit among them; never
 -- change it (one window's is shared from call to call).
 local function parse(args, command)
@@ -65,7 +66,7 @@ local function parse(args, command)
   end
   if n == 3 then return first.alone, now, 1, false, false end
   local windows = { first, widest = first, largest_limit = first.limit }
-  local cost, penalize, oldest = nil, false, false
+  local cost, over_limit, oldest = nil, false, false
   local i = 4
   while i <= n do
     local option = string.upper(args[i])
@@ -85,8 +86,9 @@ local function parse(args, command)
       if window.ms > windows.widest.ms then windows.widest = window end
       if window.limit > windows.largest_limit then windows.largest_limit = window.limit end
       i = i + 3
-    elseif option == 'PENALIZE' and command == 'swl.check' and not penalize then
-      penalize = true
+    elseif (option == 'PENALIZE' or option == 'FORCE') and command == 'swl.check'
+        and not over_limit then
+      over_limit = option
       i = i + 1
     elseif option == 'OLDEST' and command == 'swl.peek' and not oldest then
       oldest = true
@@ -96,7 +98,7 @@ local function parse(args, command)
     end
   end
   if #windows == 1 then windows = first.alone end
-  return windows, now, cost or 1, penalize, oldest
+  return windows, now, cost or 1, over_limit, oldest
 end
 
 return { integer_of = integer_of, parse_window = parse_window, parse = parse }

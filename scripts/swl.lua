@@ -6,7 +6,7 @@ SWL.REFUND and SWL.ENTRIES, for servers that cannot load modules. It reads and w
 encodings of a log, sorted sets and compact logs, as the module does.
 
   redis-cli FUNCTION LOAD REPLACE "$(cat scripts/swl.lua)"
-  FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE]
+  FCALL swl_check   1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [PENALIZE | FORCE]
   FCALL swl_peek    1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]... [OLDEST]
   FCALL swl_refund  1 key window_ms limit now_ms [COST n] [WINDOW window_ms limit]...
   FCALL swl_entries 1 key
@@ -209,8 +209,9 @@ local function parse_window(ms_text, limit_text)
 end
 
 -- The arguments after the key as windows, now (`*` or a time), cost,
--- whether to penalize and whether to reply the oldest entry's wait; nil
--- and the error otherwise. The windows are a
+-- what a request that does not fit does ('PENALIZE', 'FORCE' or false:
+-- refused) and whether to reply the oldest entry's wait; nil and the
+-- error otherwise. The windows are a
 -- list, with the widest one and the largest limit among them; never
 -- change it (one window's is shared from call to call).
 local function parse(args, command)
@@ -227,7 +228,7 @@ local function parse(args, command)
   end
   if n == 3 then return first.alone, now, 1, false, false end
   local windows = { first, widest = first, largest_limit = first.limit }
-  local cost, penalize, oldest = nil, false, false
+  local cost, over_limit, oldest = nil, false, false
   local i = 4
   while i <= n do
     local option = string.upper(args[i])
@@ -247,8 +248,9 @@ local function parse(args, command)
       if window.ms > windows.widest.ms then windows.widest = window end
       if window.limit > windows.largest_limit then windows.largest_limit = window.limit end
       i = i + 3
-    elseif option == 'PENALIZE' and command == 'swl.check' and not penalize then
-      penalize = true
+    elseif (option == 'PENALIZE' or option == 'FORCE') and command == 'swl.check'
+        and not over_limit then
+      over_limit = option
       i = i + 1
     elseif option == 'OLDEST' and command == 'swl.peek' and not oldest then
       oldest = true
@@ -258,7 +260,7 @@ local function parse(args, command)
     end
   end
   if #windows == 1 then windows = first.alone end
-  return windows, now, cost or 1, penalize, oldest
+  return windows, now, cost or 1, over_limit, oldest
 end
 
 return { integer_of = integer_of, parse_window = parse_window, parse = parse }
@@ -3114,21 +3116,21 @@ local function open_log(key, first_member, floor, start)
 end
 
 -- The log and the request (parse's, with `*` read off the clock as
--- clock_ms, and with a penalty the key's expiry before the call), or nil
+-- clock_ms, and with PENALIZE the key's expiry before the call), or nil
 -- and an error reply: arguments first, then the key's type. A call that
 -- `trims` has its log trimmed to the widest window where that is how the
 -- key is asked (`start` as open_log's).
 local function prepare(keys, args, command, clock_ms, first_member, trims, start)
-  local windows, now, cost, penalize, oldest = parse(args, command)
+  local windows, now, cost, over_limit, oldest = parse(args, command)
   if not windows then return nil, redis.error_reply(now) end
   if #keys ~= 1 then return nil, redis.error_reply(ERR_ONE_KEY) end
   if now == '*' then now = clock_ms end
   -- A penalty may empty the log and write it anew, which drops the key's
   -- expiry; a denial must still not shorten the expiry it had.
-  local expiry_before = penalize and redis_call('PEXPIRETIME', keys[1])
+  local expiry_before = over_limit == 'PENALIZE' and redis_call('PEXPIRETIME', keys[1])
   local log, failed = open_log(keys[1], first_member, trims and now - windows.widest.ms, start)
   if not log then return nil, failed end
-  return log, windows, now, cost, penalize, expiry_before, oldest
+  return log, windows, now, cost, over_limit, expiry_before, oldest
 end
 
 -- The last expiry's time and text: calls in the same millisecond with
@@ -3206,17 +3208,18 @@ end
 -- The check at `clock_ms` (and `seconds` and `micros`, the clock's parts),
 -- the value's `start` read where usual_check read it.
 local function swl_check(keys, args, clock_ms, seconds, micros, start)
-  local log, windows, now, cost, penalize, expiry_before =
+  local log, windows, now, cost, over_limit, expiry_before =
     prepare(keys, args, 'swl.check', clock_ms, first_member_at(seconds, micros), true, start)
   if not log then return windows end
   local key = keys[1]
 
   log:trim_through(now - windows.widest.ms)
   local before, allowed = counts(log, windows, now, cost)
+  -- A forced request is recorded whether or not it fits, uncapped.
   local recorded, cap = 0, nil
-  if allowed then
+  if allowed or over_limit == 'FORCE' then
     recorded = cost
-  elseif penalize then
+  elseif over_limit == 'PENALIZE' then
     -- Record no more than the cap keeps; entries after now outrank them.
     cap = windows.largest_limit
     recorded = math.min(cost, math.max(0, cap - log:count_above(now)))
@@ -3239,11 +3242,11 @@ local function swl_check(keys, args, clock_ms, seconds, micros, start)
   if recorded > 0 or cap then after = add_recorded(before, recorded, cap) end
   local reply = verdict(log, windows, after, now, cost, allowed, false)
   -- The key lives at least until its newest entry leaves the window: the
-  -- call's clock + reset_after_ms. An admit sets that (it recorded, so
-  -- the key is there); a denial only lengthens a shorter expiry (or
-  -- repairs a missing one). PEXPIRETIME is -2 for no key (the log
-  -- emptied), -1 for no expiry.
-  if allowed then
+  -- call's clock + reset_after_ms. An admit, or a forced request, sets
+  -- that (it recorded, so the key is there); a denial only lengthens a
+  -- shorter expiry (or repairs a missing one). PEXPIRETIME is -2 for no
+  -- key (the log emptied), -1 for no expiry.
+  if allowed or over_limit == 'FORCE' then
     expire_in(key, reply[5], clock_ms)
   else
     local current = redis_call('PEXPIRETIME', key)
