@@ -435,6 +435,11 @@ fn differential(
         if plan.op == Op::Peek && n % 2 == 0 {
             plan.args.push("OLDEST".into());
         }
+        // One check in five is forced, recorded past its limits (a syntax
+        // error beside PENALIZE), chosen the same way.
+        if plan.op == Op::Check && n % 5 == 1 {
+            plan.args.push("FORCE".into());
+        }
         let done = step_on_one_clock(&mut con, &plan);
         let Plan {
             keys,
@@ -568,6 +573,9 @@ fn the_library_reports_the_same_errors() {
         &["1000", "5", "1", "COST", "100001"],
         &["1000", "5", "1", "WINDOW", "10"],
         &["1000", "5", "1", "PENALIZE", "PENALIZE"],
+        &["1000", "5", "1", "FORCE", "force"],
+        &["1000", "5", "1", "FORCE", "PENALIZE"],
+        &["1000", "5", "1", "PENALIZE", "FORCE"],
         &["1000", "5", "1", "BOGUS"],
         // OLDEST belongs to a peek, once.
         &["1000", "5", "1", "OLDEST"],
@@ -1016,6 +1024,14 @@ fn format_edges_alike(encoding: Encoding) {
             vec![
                 words("60000 200000 9000 COST 100000".into()),
                 words("60000 200000 8000 COST 100000".into()),
+            ],
+            Some((4, 0)),
+        ),
+        (
+            "forced past every limit: the largest cost under a zero limit, then before it",
+            vec![
+                words("60000 0 9000 COST 100000 FORCE".into()),
+                words("60000 3 8000 COST 2 FORCE".into()),
             ],
             Some((4, 0)),
         ),

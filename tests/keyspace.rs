@@ -224,3 +224,51 @@ fn keyspace_events_in(encoding: Encoding) {
     assert!(second.len() > 300, "{}", second.len());
     assert_eq!(on_replica, on_master, "on the replica");
 }
+
+/// A forced request is recorded whether or not it fits: it aborts a
+/// transaction WATCHing its key, and is announced and replicated as an
+/// admit that records into a log with entries.
+#[test]
+fn a_forced_denial_is_watched_announced_and_replicated_as_an_admit() {
+    for_each_encoding(|encoding| {
+        let notify = |config: Config| config.arg("notify-keyspace-events", "EA");
+        let master = Server::with(notify(encoding.config()));
+        let replica = start_replica(&master, notify(Config::without_module()));
+        let mut con = master.connect();
+        for key in ["admitted", "forced"] {
+            support::check(&mut con, key, &["60000", "2", "1000000"]);
+        }
+        wait_for_replicas(&mut con, 1);
+        let mut on_master = subscribe(&master);
+        let mut on_replica = subscribe(&replica);
+        let admit: &[&str] = &["SWL.CHECK", "admitted", "60000", "2", "1000100"];
+        assert!(!watch_survives(&master, "admitted", &[admit]), "an admit");
+        let forced: &[&str] = &["SWL.CHECK", "forced", "60000", "1", "1000100", "FORCE"];
+        assert!(
+            !watch_survives(&master, "forced", &[forced]),
+            "a forced denial"
+        );
+        let _: () = redis::cmd("SET").arg("end").arg(1).query(&mut con).unwrap();
+        wait_for_replicas(&mut con, 1);
+        let on_master = events_until(&mut on_master, "end");
+        let of = |events: &[(String, String)], key: &str| -> Vec<String> {
+            let on_key = events.iter().filter(|(_, k)| k == key);
+            on_key.map(|(event, _)| event.clone()).collect()
+        };
+        let admitted = of(&on_master, "admitted");
+        assert!(!admitted.is_empty());
+        assert_eq!(of(&on_master, "forced"), admitted);
+        assert_eq!(events_until(&mut on_replica, "end"), on_master);
+        let mut on_replica = replica.connect();
+        for key in [&b"admitted"[..], b"forced"] {
+            assert_eq!(
+                support::contents(&mut on_replica, key),
+                support::contents(&mut con, key)
+            );
+            let expiry = support::expire_time(&mut con, key);
+            assert!(expiry > 0);
+            assert_eq!(support::expire_time(&mut on_replica, key), expiry);
+        }
+        assert_eq!(support::contents(&mut con, b"forced").len(), 2);
+    });
+}

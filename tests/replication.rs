@@ -154,12 +154,16 @@ fn replicate_a_mixed_run(encoding: Encoding, library: bool) {
                 &long,
                 &["60000", "2", &(1000 + i * 40).to_string()],
             ),
-            // Same millisecond, several at once.
-            3 => check(
-                &mut con,
-                &long,
-                &["600000", "4", &(1000 + i).to_string(), "COST", "3"],
-            ),
+            // Same millisecond, several at once; every other such call
+            // forced, recorded past the limit.
+            3 => {
+                let now = (1000 + i).to_string();
+                let mut args = vec!["600000", "4", &now, "COST", "3"];
+                if i % 16 == 11 {
+                    args.push("FORCE");
+                }
+                check(&mut con, &long, &args)
+            }
             // Penalized denials cap the log by rank.
             4 => check(
                 &mut con,
