@@ -28,8 +28,8 @@ const PER_KEY: usize = 4;
 /// none unless given one with
 /// [`with_denial_cache`](crate::Swl::with_denial_cache).
 ///
-/// A check with [`Options::penalize`] or [`Options::now_ms`] neither uses
-/// nor fills it, and a denial that waiting cannot help
+/// A check with [`Options::penalize`], [`Options::force`] or
+/// [`Options::now_ms`] neither uses nor fills it, and a denial that waiting cannot help
 /// (`retry_after_ms` -1: a cost above a limit) is not cached.
 ///
 /// ```
@@ -368,15 +368,20 @@ mod tests {
     }
 
     #[test]
-    fn penalize_and_a_callers_time_neither_use_nor_fill_the_cache() {
+    fn penalize_force_and_a_callers_time_neither_use_nor_fill_the_cache() {
         let cache = DenialCache::new(10);
         let base = Instant::now();
-        for options in [Options::new().penalize(), Options::new().now_ms(5_000)] {
+        let uncached = [
+            Options::new().penalize(),
+            Options::new().force(),
+            Options::new().now_ms(5_000),
+        ];
+        for options in uncached.clone() {
             cache.keep("k", (1_000, 5), &options, &denial(300, 900), 0, base);
             assert!(cache.is_empty());
         }
         cache.keep("k", (1_000, 5), &Options::new(), &denial(300, 900), 0, base);
-        for options in [Options::new().penalize(), Options::new().now_ms(5_000)] {
+        for options in uncached {
             assert_eq!(cache.answer("k", (1_000, 5), &options, base), None);
         }
     }

@@ -266,7 +266,7 @@ impl Verdict {
 }
 
 /// What a call adds to the key, window and limit: its cost, further
-/// windows, its time, and PENALIZE (check) or OLDEST (peek).
+/// windows, its time, and PENALIZE or FORCE (check) or OLDEST (peek).
 ///
 /// ```
 /// use redis_swl_client::Options;
@@ -279,6 +279,7 @@ pub struct Options {
     pub(crate) windows: Vec<(u64, u64)>,
     now_ms: Option<u64>,
     penalize: bool,
+    force: bool,
     oldest: bool,
 }
 
@@ -289,6 +290,7 @@ impl Default for Options {
             windows: Vec::new(),
             now_ms: None,
             penalize: false,
+            force: false,
             oldest: false,
         }
     }
@@ -359,6 +361,19 @@ impl Options {
         self
     }
 
+    /// SWL.CHECK only: record the request whether or not it fits (FORCE),
+    /// as a charge for what was already served; the verdict still says
+    /// whether it fitted.
+    ///
+    /// ```
+    /// let args = redis_swl_client::Options::new().force().args(1_000, 5);
+    /// assert_eq!(args.last().unwrap(), "FORCE");
+    /// ```
+    pub fn force(mut self) -> Options {
+        self.force = true;
+        self
+    }
+
     /// SWL.PEEK only: add `oldest_after_ms` to the verdict.
     ///
     /// ```
@@ -371,10 +386,10 @@ impl Options {
     }
 
     /// Whether a check of these options may use a denial cache: not with
-    /// PENALIZE, which records denied requests in Redis, nor at a time of
-    /// the caller's, which the cache's monotonic clock cannot place.
+    /// PENALIZE or FORCE, which record denied requests in Redis, nor at a
+    /// time of the caller's, which the cache's monotonic clock cannot place.
     pub(crate) fn cacheable(&self) -> bool {
-        !self.penalize && self.now_ms.is_none()
+        !self.penalize && !self.force && self.now_ms.is_none()
     }
 
     /// The arguments after the key, as the module and the library take them.
@@ -398,6 +413,9 @@ impl Options {
         }
         if self.penalize {
             args.push("PENALIZE".to_string());
+        }
+        if self.force {
+            args.push("FORCE".to_string());
         }
         if self.oldest {
             args.push("OLDEST".to_string());
