@@ -20,8 +20,14 @@ pub const ENCODINGS: [Encoding; 2] = [Encoding::Zset, Encoding::Compact];
 /// What a server needs for DEBUG SLEEP (Redis 7 refuses DEBUG by default).
 pub const DEBUG: [&str; 2] = ["--enable-debug-command", "yes"];
 
+/// The repository's root: the nearest directory above the crate that holds
+/// the function library's sources (the swl-rls crate shares this file).
 pub fn repository() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    crate_dir
+        .ancestors()
+        .find(|dir| dir.join("lua").is_dir() && dir.join("scripts/swl.lua").is_file())
+        .map_or_else(|| crate_dir.join("../.."), PathBuf::from)
 }
 
 pub fn module_path() -> PathBuf {
