@@ -1,0 +1,553 @@
+//! ShouldRateLimit over gRPC against the real service and real Redis: the
+//! module in each encoding, the function library alone, and a cluster.
+
+mod common;
+
+use common::{log_key, request, summary, Redis, Rls};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use envoy_types::pb::google::protobuf::UInt64Value;
+
+const CONFIG: &str = "
+domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: user
+    value: vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+  - key: route
+    value: /api/*
+    rate_limit:
+      name: api
+      unit: minute
+      requests_per_unit: 2
+  - key: route
+    value: /api/open
+    rate_limit:
+      replaces:
+        - name: api
+      unit: minute
+      requests_per_unit: 4
+  - key: internal
+    rate_limit:
+      unlimited: true
+  - key: trial
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: tenant
+    descriptors:
+      - key: user
+        rate_limit:
+          unit: 2500ms
+          requests_per_unit: 10
+          windows:
+            - unit: hour
+              requests_per_unit: 2
+  - key: tokens
+    quota_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+";
+
+const OK: &str = "OK";
+const OVER: &str = "OVER_LIMIT";
+const MINUTE: i32 = 2;
+const HOUR: i32 = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_are_limited_as_configured_with_exact_windows() {
+    for (setup, redis) in Redis::each() {
+        let rls = Rls::start(&redis, CONFIG, &[]);
+        let client = rls.client().await;
+        let ask = |descriptors: Vec<&'static [(&'static str, &'static str)]>, hits| {
+            let mut client = client.clone();
+            async move {
+                let response = client
+                    .should_rate_limit(request("shop", &descriptors, hits))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                summary(&response)
+            }
+        };
+        let bob: &[(&str, &str)] = &[("user", "bob")];
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(ask(vec![bob], 0).await);
+        }
+        assert_eq!(
+            seen,
+            [
+                (OK, vec![(OK, 2, 3, MINUTE)]),
+                (OK, vec![(OK, 1, 3, MINUTE)]),
+                (OK, vec![(OK, 0, 3, MINUTE)]),
+                (OVER, vec![(OVER, 0, 3, MINUTE)]),
+            ],
+            "{setup}"
+        );
+        assert_eq!(redis.entries(&log_key("shop", bob)).len(), 3, "{setup}");
+        // The key-and-value entry wins over the key alone.
+        assert_eq!(
+            ask(vec![&[("user", "vip")]], 2).await,
+            (OK, vec![(OK, 3, 5, MINUTE)]),
+            "{setup}"
+        );
+        // A wildcard, and a limit that replaces it by name.
+        assert_eq!(
+            ask(vec![&[("route", "/api/a")], &[("route", "/api/open")]], 0).await,
+            (OK, vec![(OK, 0, 0, 0), (OK, 3, 4, MINUTE)]),
+            "{setup}"
+        );
+        assert_eq!(
+            ask(vec![&[("route", "/api/b")]], 3).await,
+            (OVER, vec![(OVER, 2, 2, MINUTE)]),
+            "{setup}"
+        );
+        // Unlimited, unknown and shadowed descriptors never refuse.
+        assert_eq!(
+            ask(vec![&[("internal", "x")], &[("nothing", "x")]], 0).await,
+            (OK, vec![(OK, u32::MAX, 0, 0), (OK, 0, 0, 0)]),
+            "{setup}"
+        );
+        assert_eq!(ask(vec![&[("trial", "t")]], 0).await.0, OK, "{setup}");
+        assert_eq!(
+            ask(vec![&[("trial", "t")]], 0).await,
+            (OK, vec![(OK, 0, 1, MINUTE)]),
+            "{setup}"
+        );
+        // Two windows in one check: the hour's 2 binds before 2.5 s's 10.
+        let nested: &[(&str, &str)] = &[("tenant", "t1"), ("user", "u")];
+        assert_eq!(
+            ask(vec![nested], 0).await,
+            (OK, vec![(OK, 1, 2, HOUR)]),
+            "{setup}"
+        );
+        assert_eq!(
+            ask(vec![nested], 0).await,
+            (OK, vec![(OK, 0, 2, HOUR)]),
+            "{setup}"
+        );
+        assert_eq!(
+            ask(vec![nested], 0).await,
+            (OVER, vec![(OVER, 0, 2, HOUR)]),
+            "{setup}"
+        );
+        drop(client);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_counts_nowhere_unless_asked_to() {
+    for (setup, redis) in Redis::each() {
+        for (stop, counted) in [(None, 2), (Some("true"), 2), (Some("false"), 4)] {
+            let env: Vec<(&str, &str)> = stop
+                .map(|v| vec![("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", v)])
+                .unwrap_or_default();
+            let rls = Rls::start(&redis, CONFIG, &env);
+            let mut client = rls.client().await;
+            let user = format!("u{}", stop.unwrap_or("default"));
+            let user_entry: Vec<(&str, &str)> = vec![("user", user.as_str())];
+            let route = format!("/api/{}", stop.unwrap_or("default"));
+            let route_entry: Vec<(&str, &str)> = vec![("route", route.as_str())];
+            // The route allows 2 a minute, the user 3: the third request is
+            // refused by the route, and the user's log must not count it.
+            let mut codes = Vec::new();
+            for _ in 0..4 {
+                let response = client
+                    .should_rate_limit(request("shop", &[&user_entry, &route_entry], 0))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                codes.push(summary(&response).0);
+            }
+            assert_eq!(codes, [OK, OK, OVER, OVER], "{setup} {stop:?}");
+            assert_eq!(
+                (
+                    redis.entries(&log_key("shop", &user_entry)).len(),
+                    redis.entries(&log_key("shop", &route_entry)).len()
+                ),
+                (counted, counted),
+                "{setup} {stop:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
+    for (setup, redis) in Redis::each() {
+        let rls = Rls::start(&redis, CONFIG, &[]);
+        let mut client = rls.client().await;
+        let alice: &[(&str, &str)] = &[("user", "alice")];
+        let response = client
+            .should_rate_limit(request("shop", &[alice], 2))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&response),
+            (OK, vec![(OK, 1, 3, MINUTE)]),
+            "{setup}"
+        );
+        // A descriptor's own hits win over the request's, and 0 records
+        // nothing; a window at its limit still admits a check of 0.
+        let mut zero = request("shop", &[alice], 5);
+        zero.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+        let response = client
+            .should_rate_limit(zero.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&response),
+            (OK, vec![(OK, 1, 3, MINUTE)]),
+            "{setup}"
+        );
+        let response = client
+            .should_rate_limit(request("shop", &[alice], 2))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&response),
+            (OVER, vec![(OVER, 1, 3, MINUTE)]),
+            "{setup}"
+        );
+        assert_eq!(redis.entries(&log_key("shop", alice)).len(), 2, "{setup}");
+        // A descriptor's own limit.
+        let mut own = request("shop", &[&[("anything", "x")]], 0);
+        own.descriptors[0].limit = Some(RateLimitOverride {
+            requests_per_unit: 1,
+            unit: MINUTE,
+        });
+        let first = client
+            .should_rate_limit(own.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        let second = client.should_rate_limit(own).await.unwrap().into_inner();
+        assert_eq!(
+            (summary(&first), summary(&second)),
+            (
+                (OK, vec![(OK, 0, 1, MINUTE)]),
+                (OVER, vec![(OVER, 0, 1, MINUTE)])
+            ),
+            "{setup}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charge_after_the_response_is_recorded_past_the_limit() {
+    // The reference's token quota: a check of 0 before the request, the
+    // charge after it; the window holds 2.
+    for (setup, redis) in Redis::each() {
+        let rls = Rls::start(&redis, CONFIG, &[]);
+        let mut client = rls.client().await;
+        let tokens: &[(&str, &str)] = &[("tokens", "team")];
+        let mut check = request("shop", &[tokens], 0);
+        check.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+        let mut seen = Vec::new();
+        for charge in [1, 1, 3] {
+            seen.push(
+                summary(
+                    &client
+                        .should_rate_limit(check.clone())
+                        .await
+                        .unwrap()
+                        .into_inner(),
+                )
+                .0,
+            );
+            client
+                .should_rate_limit(request("shop", &[tokens], charge))
+                .await
+                .unwrap();
+        }
+        seen.push(
+            summary(
+                &client
+                    .should_rate_limit(check.clone())
+                    .await
+                    .unwrap()
+                    .into_inner(),
+            )
+            .0,
+        );
+        assert_eq!(seen, [OK, OK, OK, OVER], "{setup}");
+        // Past the limit by the charge, not capped at it.
+        assert_eq!(redis.entries(&log_key("shop", tokens)).len(), 5, "{setup}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors_and_change_nothing() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let mut client = rls.client().await;
+    let long = "x".repeat(10_000);
+    let mut huge = request("shop", &[&[("user", "huge")]], 0);
+    huge.descriptors[0].hits_addend = Some(UInt64Value { value: u64::MAX });
+    let mut bad_unit = request("shop", &[&[("user", "unit")]], 0);
+    bad_unit.descriptors[0].limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 99,
+    });
+    for (request, code, starts) in [
+        (
+            request("", &[&[("user", "a")]], 0),
+            tonic::Code::InvalidArgument,
+            "rate limit domain must not be empty",
+        ),
+        (
+            request("shop", &[], 0),
+            tonic::Code::InvalidArgument,
+            "rate limit descriptor list must not be empty",
+        ),
+        (
+            request("shop", &[&[("user", long.as_str())]], 0),
+            tonic::Code::InvalidArgument,
+            "descriptor 0 makes a key of 10014 bytes",
+        ),
+        (
+            bad_unit,
+            tonic::Code::InvalidArgument,
+            "descriptor 0: its limit's unit 99",
+        ),
+    ] {
+        let status = client.should_rate_limit(request).await.unwrap_err();
+        assert_eq!(status.code(), code, "{}", status.message());
+        assert!(status.message().starts_with(starts), "{}", status.message());
+    }
+    // Hits above every limit never fit, whatever their number.
+    let response = client.should_rate_limit(huge).await.unwrap().into_inner();
+    assert_eq!(summary(&response), (OVER, vec![(OVER, 3, 3, MINUTE)]));
+    assert!(redis
+        .entries(&log_key("shop", &[("user", "huge")]))
+        .is_empty());
+    let mut con = redis.server().connect();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_get_exactly_the_limit() {
+    for (setup, redis) in Redis::each() {
+        let rls = Rls::start(&redis, "domain: load\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100}\n", &[]);
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let mut client = rls.client().await;
+            tasks.push(tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..40 {
+                    let response = client
+                        .should_rate_limit(request("load", &[&[("k", "shared")]], 0))
+                        .await
+                        .unwrap()
+                        .into_inner();
+                    admitted += u32::from(response.overall_code == 1);
+                }
+                admitted
+            }));
+        }
+        let mut admitted = 0;
+        for task in tasks {
+            admitted += task.await.unwrap();
+        }
+        assert_eq!(admitted, 100, "{setup}");
+        assert_eq!(
+            redis.entries(&log_key("load", &[("k", "shared")])).len(),
+            100,
+            "{setup}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_limits_each_descriptor_on_its_own_node() {
+    for module in [true, false] {
+        let redis = Redis::cluster(module);
+        let rls = Rls::start(&redis, CONFIG, &[]);
+        let mut client = rls.client().await;
+        for user in 0..12 {
+            let user = format!("c{user}");
+            let entries: Vec<(&str, &str)> = vec![("user", user.as_str())];
+            let mut codes = Vec::new();
+            for _ in 0..4 {
+                let response = client
+                    .should_rate_limit(request("shop", &[&entries], 0))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                codes.push(summary(&response).0);
+            }
+            assert_eq!(codes, [OK, OK, OK, OVER], "module {module}, {user}");
+            assert_eq!(redis.entries(&log_key("shop", &entries)).len(), 3);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_metadata_and_json_follow_the_settings() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let env = [
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+        ("RESPONSE_DYNAMIC_METADATA", "true"),
+    ];
+    let rls = Rls::start(&redis, CONFIG, &env);
+    let mut client = rls.client().await;
+    let dave: &[(&str, &str)] = &[("user", "dave")];
+    let mut last = None;
+    for _ in 0..4 {
+        last = Some(
+            client
+                .should_rate_limit(request("shop", &[dave], 0))
+                .await
+                .unwrap()
+                .into_inner(),
+        );
+    }
+    let refused = last.unwrap();
+    let headers: Vec<(String, String)> = refused
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
+    let names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "RateLimit-Limit",
+            "RateLimit-Remaining",
+            "RateLimit-Reset",
+            "ratelimit-policy",
+            "ratelimit",
+            "retry-after"
+        ]
+    );
+    assert_eq!(headers[0].1, "3");
+    assert_eq!(headers[1].1, "0");
+    assert_eq!(headers[3].1, "\"60000ms\";q=3;w=60");
+    let retry: u64 = headers[5].1.parse().unwrap();
+    assert!((59..=60).contains(&retry), "{retry}");
+    let metadata = refused.dynamic_metadata.unwrap();
+    assert!(metadata.fields.contains_key("domain") && metadata.fields.contains_key("descriptors"));
+    // The HTTP port: health, and the same check as JSON.
+    assert_eq!(rls.get("/healthcheck"), Some((200, "OK".to_string())));
+    let (status, body) = rls
+        .http(
+            "POST",
+            "/json",
+            r#"{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"erin"}]}]}"#,
+        )
+        .unwrap();
+    assert_eq!(status, 200);
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["overallCode"], "OK");
+    assert_eq!(body["statuses"][0]["limitRemaining"], 2);
+    assert_eq!(body["statuses"][0]["currentLimit"]["unit"], "MINUTE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_reloads_and_a_bad_file_keeps_the_last() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let client = rls.client().await;
+    let limit_of = |who: &'static str| {
+        let mut client = client.clone();
+        async move {
+            let response = client
+                .should_rate_limit(request("shop", &[&[("user", who)]], 0))
+                .await
+                .unwrap()
+                .into_inner();
+            summary(&response).1[0].2
+        }
+    };
+    assert_eq!(limit_of("r1").await, 3);
+    rls.write_config(
+        "config.yaml",
+        &CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 7"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while limit_of("r2").await != 7 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reloaded:\n{}",
+            rls.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    rls.write_config("config.yaml", "domain: shop\ndescriptors: [broken");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !rls.log().contains("error loading new configuration") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no error logged:\n{}",
+            rls.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(limit_of("r3").await, 7);
+    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_going_away_is_an_error_within_the_timeout() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[("REDIS_TIMEOUT", "500ms")]);
+    let mut client = rls.client().await;
+    client
+        .should_rate_limit(request("shop", &[&[("user", "a")]], 0))
+        .await
+        .unwrap();
+    drop(redis);
+    let started = std::time::Instant::now();
+    let status = client
+        .should_rate_limit(request("shop", &[&[("user", "a")]], 0))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        status.code(),
+        tonic::Code::Unavailable,
+        "{}",
+        status.message()
+    );
+    assert!(
+        status.message().starts_with("redis: "),
+        "{}",
+        status.message()
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn settings_that_would_change_limiting_are_refused_by_name() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    for (name, value) in [
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("BACKEND_TYPE", "memcache"),
+        ("REDIS_TLS", "true"),
+    ] {
+        let log = Rls::try_start(&redis, CONFIG, &[(name, value)])
+            .err()
+            .unwrap();
+        assert!(
+            log.contains(&format!("swl-rls: {name}={value} is refused")),
+            "{log}"
+        );
+    }
+    let rls = Rls::start(&redis, CONFIG, &[("REDIS_POOL_SIZE", "20")]);
+    assert!(
+        rls.log().contains("REDIS_POOL_SIZE is set and ignored"),
+        "{}",
+        rls.log()
+    );
+}
