@@ -8,8 +8,9 @@
 #            slowapi, the Node package (clients/node) with
 #            express-rate-limit and rate-limiter-flexible, and the Rust
 #            crate (clients/rust) with its axum layer, packaged as
-#            cargo package checks it, and the Go module (clients/go)
-#            with go test -race
+#            cargo package checks it, the Go module (clients/go)
+#            with go test -race, and the Envoy rate limit service (rls/)
+#            behind a real Envoy
 # make bench SWL.CHECK against PING, ZADD and the usual Lua script (scripts/bench.sh),
 #            then Python limits' moving window against swl+redis://, then
 #            express-rate-limit and rate-limiter-flexible's fixed windows
@@ -74,6 +75,8 @@ test: module lint
 	bash scripts/setup-go.sh
 	cd clients/go && test -z "$$(gofmt -l .)" && go vet ./... && go mod tidy -diff
 	cd clients/go && SWL_MODULE=$(MODULE) go test -race -count=1 ./...
+	bash scripts/setup-envoy.sh
+	CARGO_TARGET_DIR=$(RLS_TARGET) SWL_MODULE=$(MODULE) ENVOY=$(ENVOY) $(CARGO) test $(RLS)
 
 bench: build
 	SWL_MODULE=$(MODULE) bash scripts/bench.sh
@@ -85,10 +88,13 @@ bench: build
 	bash scripts/setup-go.sh
 	cd clients/go && SWL_MODULE=$(MODULE) go test ./internal/bench -run '^$$' -bench . -benchtime 1x
 
-# The Rust client crate and the axum example are projects of their own,
-# each with its own target directory.
+# The Rust client crate, the axum example and the Envoy rate limit
+# service are projects of their own, each with its own target directory.
 CLIENT := --manifest-path clients/rust/Cargo.toml
 CLIENT_TARGET := $(abspath target/clients-rust)
+RLS := --manifest-path rls/Cargo.toml
+RLS_TARGET := $(abspath target/rls)
+ENVOY := $(abspath target/envoy/bin/envoy)
 AXUM := --manifest-path examples/axum/Cargo.toml
 lint:
 	$(CARGO) fmt --check
@@ -98,6 +104,8 @@ lint:
 	$(CARGO) fmt --check $(CLIENT)
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-features --all-targets --quiet -- -D warnings
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) $(CARGO) clippy $(CLIENT) --all-targets --quiet -- -D warnings
+	$(CARGO) fmt --check $(RLS)
+	CARGO_TARGET_DIR=$(RLS_TARGET) $(CARGO) clippy $(RLS) --all-targets --quiet -- -D warnings
 
 # The module for this machine as releases ship it (zig, glibc 2.17),
 # checked from its headers; make dist builds every platform's.

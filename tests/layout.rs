@@ -53,7 +53,7 @@ fn development_md_starts_with_a_layout_naming_every_source_file() {
             })
         })
         .collect();
-    let mut dirs = vec!["src", "scripts"];
+    let mut dirs = vec!["src", "scripts", "rls/src"];
     dirs.extend(clients.iter().map(String::as_str));
     let files = tracked(&dirs);
     assert!(files.len() > 40, "{} files", files.len());
