@@ -551,3 +551,101 @@ fn settings_that_would_change_limiting_are_refused_by_name() {
         rls.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_go_to_statsd_and_prometheus_under_the_references_names() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let statsd = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    statsd
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let statsd_port = statsd.local_addr().unwrap().port().to_string();
+    let prometheus = common::free_port();
+    let prometheus_addr = format!("127.0.0.1:{prometheus}");
+    let env = [
+        ("USE_STATSD", "true"),
+        ("STATSD_HOST", "127.0.0.1"),
+        ("STATSD_PORT", statsd_port.as_str()),
+        ("STATS_FLUSH_INTERVAL", "100ms"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", prometheus_addr.as_str()),
+    ];
+    let rls = Rls::start(&redis, CONFIG, &env);
+    let mut client = rls.client().await;
+    // A limit of 3, near past 2 (0.8 of it): within, within, within and
+    // near, over.
+    for _ in 0..4 {
+        client
+            .should_rate_limit(request("shop", &[&[("user", "stat.10.0.0.1")]], 0))
+            .await
+            .unwrap();
+    }
+    let base = "ratelimit.service.rate_limit.shop.user";
+    let expected: std::collections::BTreeMap<String, u64> = [
+        ("total_hits", 4),
+        ("within_limit", 3),
+        ("near_limit", 1),
+        ("over_limit", 1),
+    ]
+    .into_iter()
+    .map(|(counter, n)| (format!("{base}.{counter}"), n))
+    .collect();
+    let mut totals = std::collections::BTreeMap::<String, u64>::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while expected.iter().any(|(name, n)| totals.get(name) != Some(n)) {
+        assert!(std::time::Instant::now() < deadline, "statsd: {totals:?}");
+        let mut buffer = [0u8; 1500];
+        let Ok(read) = statsd.recv(&mut buffer) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&buffer[..read]).to_string();
+        let (name, rest) = line.split_once(':').unwrap();
+        let delta: u64 = rest.strip_suffix("|c").unwrap().parse().unwrap();
+        *totals.entry(name.to_string()).or_default() += delta;
+    }
+    // Nothing past what was expected, and no shadow mode here.
+    assert_eq!(totals.get(&format!("{base}.shadow_mode")), None);
+    let page = std::net::TcpStream::connect(("127.0.0.1", prometheus))
+        .and_then(|mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+            let mut text = String::new();
+            stream.read_to_string(&mut text)?;
+            Ok(text)
+        })
+        .unwrap();
+    assert!(
+        page.contains("ratelimit_service_rate_limit_total_hits{domain=\"shop\",key1=\"user\"} 4\n"),
+        "{page}"
+    );
+    assert!(
+        page.contains("ratelimit_service_config_load_success 1\n"),
+        "{page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_checking_is_served() {
+    use tonic_health::pb::{
+        health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest,
+    };
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rls.address()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.to_string(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
+    }
+}
