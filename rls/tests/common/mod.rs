@@ -5,6 +5,7 @@
 //! dropped.
 #![allow(dead_code)]
 
+pub mod envoy;
 #[path = "../../../clients/rust/tests/common/mod.rs"]
 mod redis_servers;
 
