@@ -22,8 +22,9 @@
 # make library  scripts/swl.lua built anew from its modules in lua/
 #            (scripts/build-library.sh); commit both
 # make dist  every file of a release into dist/ (scripts/dist.sh): the
-#            module for Linux x86_64 and aarch64, glibc 2.17+ and musl, the
-#            function library, the Python, Node and Rust packages, SHA256SUMS
+#            module and swl-rls for Linux x86_64 and aarch64, glibc 2.17+
+#            and musl, the function library, the Python, Node and Rust
+#            packages, SHA256SUMS
 # make dist-test  checks them as a user meets them (scripts/dist-test.py)
 # run, test, bench and dist install what is missing first (scripts/setup*.sh).
 

@@ -6,6 +6,7 @@ them (`make dist-test`):
   `sha256sum -c SHA256SUMS` passes over all of them;
 - every file carries the LICENSE: each module tarball and the packages
   byte for byte, the library in its head;
+- each swl-rls tarball holds its binary, and the one for this machine runs;
 - each module passes scripts/check-module.sh (ELF headers: architecture,
   glibc floor, needed libraries);
 - the README's first session, replayed through redis-cli, prints what the
@@ -45,6 +46,7 @@ LICENSE = (ROOT / "LICENSE").read_bytes()
 LIBRARY = (ROOT / "scripts" / "swl.lua").read_text()
 PLATFORMS = ["x86_64-gnu", "x86_64-musl", "aarch64-gnu", "aarch64-musl"]
 MODULES = {p: f"redis-swl-{VERSION}-linux-{p}" for p in PLATFORMS}
+SERVICES = {p: f"swl-rls-{VERSION}-linux-{p}" for p in PLATFORMS}
 PROMPT = "127.0.0.1:6379> "
 passed = 0
 
@@ -247,7 +249,7 @@ def follow_release_path(platform, server_binary, what):
 # --- the checks ------------------------------------------------------------
 
 def files_and_checksums():
-    expected = {f"{name}.tar.gz" for name in MODULES.values()} | {
+    expected = {f"{name}.tar.gz" for name in [*MODULES.values(), *SERVICES.values()]} | {
         f"swl-{VERSION}.lua", f"redis_swl-{VERSION}-py3-none-any.whl", f"redis_swl-{VERSION}.tar.gz",
         f"redis-swl-{VERSION}.tgz", f"redis-swl-client-{VERSION}.crate", "SHA256SUMS"}
     present = {p.name for p in DIST.iterdir()} if DIST.is_dir() else set()
@@ -272,6 +274,23 @@ def module_tarballs(unpacked):
         arch, libc = platform.split("-")
         print(run(["bash", str(ROOT / "scripts" / "check-module.sh"), str(so), arch, libc]).strip())
         ok(f"{name}: the module's headers pass check-module.sh")
+
+
+def service_tarballs(unpacked):
+    for platform, name in SERVICES.items():
+        with tarfile.open(DIST / f"{name}.tar.gz") as archive:
+            members = sorted(m.name for m in archive.getmembers() if m.isfile())
+            expect(members == [f"{name}/LICENSE", f"{name}/README", f"{name}/swl-rls"],
+                   f"{name}.tar.gz holds swl-rls, LICENSE and README in {name}/", str(members))
+            expect(archive.extractfile(f"{name}/LICENSE").read() == LICENSE,
+                   f"{name}.tar.gz carries the LICENSE")
+            archive.extractall(unpacked, filter="data")
+        if platform.startswith(os.uname().machine):
+            # It runs here, and refuses a setting it does not take, by name.
+            done = subprocess.run([str(unpacked / name / "swl-rls")], env={"CONFIG_TYPE": "GRPC_XDS_SOTW"},
+                                  capture_output=True, text=True, timeout=30)
+            expect(done.returncode == 2 and "CONFIG_TYPE=GRPC_XDS_SOTW is refused" in done.stderr,
+                   f"{name}: swl-rls runs here", f"{done.returncode} {done.stderr}")
 
 
 def library_file():
@@ -403,6 +422,7 @@ def main():
     try:
         unpacked = scratch / "modules"
         module_tarballs(unpacked)
+        service_tarballs(unpacked)
         library_file()
         packages_carry_license()
 

@@ -28,6 +28,7 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/n
 
 bash scripts/setup.sh
 bash scripts/build-module.sh "${platforms[@]}"
+bash scripts/build-rls.sh "${platforms[@]}"
 bash scripts/setup-python.sh
 bash scripts/setup-node.sh
 
@@ -76,6 +77,31 @@ done
 
 # The function library: FUNCTION LOAD wants its first line first; its
 # version and the license follow as comments.
+for platform in "${platforms[@]}"; do
+    arch=${platform%-*} libc=${platform#*-}
+    name="swl-rls-$version-linux-$platform"
+    mkdir "target/dist/$name"
+    install -m 0755 "target/rls/$arch-unknown-linux-$libc/release/swl-rls" "target/dist/$name/"
+    cp LICENSE "target/dist/$name/"
+    cat >"target/dist/$name/README" <<EOF
+swl-rls $version for Linux $arch with $libc
+
+swl-rls is Envoy's rate limit service (envoy.service.ratelimit.v3) with
+exact sliding windows on Redis (with the redis-swl module, or the function
+library, which it loads itself), configured as envoyproxy/ratelimit is:
+the same YAML files under RUNTIME_ROOT and the same environment variables.
+
+    REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 \\
+    RUNTIME_ROOT=/srv/runtime_data/current RUNTIME_SUBDIRECTORY=ratelimit \\
+    ./swl-rls
+
+Envoy, Istio, Envoy Gateway and Contour, every setting, and where it
+differs from envoyproxy/ratelimit: docs/envoy.md at
+https://github.com/redis-swl/redis-swl. License: BSD-3-Clause, in LICENSE.
+EOF
+    tarball "$name" "$name.tar.gz"
+done
+
 {
     head -n 1 scripts/swl.lua
     echo "-- redis-swl $version function library (FCALL_RO swl_version 0 replies $version)."

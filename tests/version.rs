@@ -49,6 +49,9 @@ fn every_manifest_and_lock_file_says_cargo_tomls_version() {
         ("clients/rust/Cargo.toml", "redis-swl-client", 1),
         ("clients/rust/Cargo.lock", "redis-swl-client", 1),
         ("examples/axum/Cargo.lock", "redis-swl-client", 1),
+        ("rls/Cargo.toml", "swl-rls", 1),
+        ("rls/Cargo.lock", "swl-rls", 1),
+        ("rls/Cargo.lock", "redis-swl-client", 1),
         ("clients/node/package.json", "redis-swl", 1),
         // The lock file's own entry and its root package's.
         ("clients/node/package-lock.json", "redis-swl", 2),
