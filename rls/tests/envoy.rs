@@ -15,8 +15,37 @@ domain: edge
 descriptors:
   - key: user
     rate_limit:
+      name: per_user
       unit: minute
       requests_per_unit: 3
+  - key: tenant
+    descriptors:
+      - key: user
+        rate_limit:
+          unit: minute
+          requests_per_unit: 2
+  - key: path
+    value: /api/*
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: plan
+    value: premium
+    rate_limit:
+      replaces:
+        - name: per_user
+      unit: minute
+      requests_per_unit: 5
+  - key: plan
+    value: free
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: plan
+    value: internal
+    rate_limit:
+      unlimited: true
   - key: user
     value: boundary
     rate_limit:
@@ -30,9 +59,11 @@ descriptors:
 ";
 
 fn statuses(envoy: &Envoy, user: &str, count: usize) -> Vec<u16> {
-    (0..count)
-        .map(|_| envoy.get("/", &[("x-user", user)]).status)
-        .collect()
+    statuses_with(envoy, &[("x-user", user)], count)
+}
+
+fn statuses_with(envoy: &Envoy, headers: &[(&str, &str)], count: usize) -> Vec<u16> {
+    (0..count).map(|_| envoy.get("/", headers).status).collect()
 }
 
 #[test]
@@ -152,5 +183,62 @@ fn redis_down_is_decided_by_failure_mode_deny() {
         assert_eq!(statuses(&envoy, "cat", 1), [200], "deny {deny}");
         drop(redis);
         assert_eq!(statuses(&envoy, "cat", 1), [status], "deny {deny}");
+    }
+}
+
+#[test]
+fn nested_wildcard_replaces_unlimited_and_shadow_over_http() {
+    let upstream = upstream();
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let envoy = Envoy::start(upstream, Some(&rls.address()), false);
+    // A tenant's user: the nested limit (2) binds before the user's (3).
+    assert_eq!(
+        statuses_with(&envoy, &[("x-tenant", "acme"), ("x-user", "dan")], 3),
+        [200, 200, 429]
+    );
+    // A path matched by a wildcard: 1 a minute for each path.
+    assert_eq!(
+        statuses_with(&envoy, &[("x-path", "/api/a")], 2),
+        [200, 429]
+    );
+    assert_eq!(statuses_with(&envoy, &[("x-path", "/api/b")], 1), [200]);
+    assert_eq!(
+        statuses_with(&envoy, &[("x-path", "/web")], 3),
+        [200, 200, 200]
+    );
+    // Premium replaces the per-user limit: 5, not 3.
+    let premium = [("x-user", "eve"), ("x-plan", "premium")];
+    assert_eq!(
+        statuses_with(&envoy, &premium, 6),
+        [200, 200, 200, 200, 200, 429]
+    );
+    // Internal is unlimited; free is only watched (shadow mode).
+    let internal = [("x-plan", "internal")];
+    assert_eq!(statuses_with(&envoy, &internal, 4), [200; 4]);
+    let free = [("x-plan", "free")];
+    assert_eq!(statuses_with(&envoy, &free, 3), [200; 3]);
+}
+
+#[test]
+fn a_changed_configuration_reaches_envoy() {
+    let upstream = upstream();
+    let redis = Redis::library();
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let envoy = Envoy::start(upstream, Some(&rls.address()), false);
+    assert_eq!(statuses(&envoy, "fay", 2), [200, 200]);
+    rls.write_config(
+        "config.yaml",
+        &CONFIG.replacen("requests_per_unit: 3", "requests_per_unit: 1", 1),
+    );
+    // Each look is a new user's first and second request.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 0.. {
+        let user = format!("fresh{n}");
+        if statuses(&envoy, &user, 2) == [200, 429] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not reloaded:\n{}", rls.log());
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

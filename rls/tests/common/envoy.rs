@@ -82,6 +82,11 @@ static_resources:
                   cluster: upstream
                   rate_limits:
                   - actions: [{{request_headers: {{header_name: x-user, descriptor_key: user}}}}]
+                  - actions:
+                    - {{request_headers: {{header_name: x-tenant, descriptor_key: tenant}}}}
+                    - {{request_headers: {{header_name: x-user, descriptor_key: user}}}}
+                  - actions: [{{request_headers: {{header_name: x-path, descriptor_key: path}}}}]
+                  - actions: [{{request_headers: {{header_name: x-plan, descriptor_key: plan}}}}]
           http_filters:
           - name: envoy.filters.http.ratelimit
             typed_config:
