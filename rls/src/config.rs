@@ -29,6 +29,9 @@ pub const UNITS: [(&str, i32, u64); 7] = [
 /// The protocol's UNKNOWN unit: what a window of another length reports.
 pub const UNKNOWN_UNIT: i32 = 0;
 
+/// The most windows one SWL.CHECK takes.
+const MAX_WINDOWS: usize = 100;
+
 /// The longest window a configuration may give: about 285 years, far inside
 /// what SWL.CHECK takes (2^53 - 1 ms).
 const LONGEST_WINDOW_MS: u64 = 9_000_000_000_000;
@@ -419,6 +422,18 @@ fn bool_field(file: &str, map: &serde_yaml::Mapping, name: &str) -> Result<bool,
     match field(map, name) {
         None => Ok(false),
         Some(Yaml::Bool(b)) => Ok(*b),
+        // YAML 1.1's other words for them, which the reference's parser
+        // reads as booleans.
+        Some(Yaml::String(word)) => match word.as_str() {
+            "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Ok(true),
+            "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => Ok(false),
+            _ => Err(type_error(
+                file,
+                name,
+                "true or false",
+                &Yaml::String(word.clone()),
+            )),
+        },
         Some(other) => Err(type_error(file, name, "true or false", other)),
     }
 }
@@ -564,7 +579,17 @@ fn load_descriptors(
                     }
                 } else {
                     windows.push(load_window(file, rate_limit)?);
-                    for more in list_field(file, rate_limit, "windows")? {
+                    let more = list_field(file, rate_limit, "windows")?;
+                    if more.len() >= MAX_WINDOWS {
+                        return Err(refuse(
+                            file,
+                            format!(
+                                "'{full_key}' has {} windows: at most {MAX_WINDOWS} in all",
+                                more.len() + 1
+                            ),
+                        ));
+                    }
+                    for more in more {
                         windows.push(load_window(file, mapping(file, "windows", more)?)?);
                     }
                 }

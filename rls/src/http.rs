@@ -8,11 +8,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::google::protobuf::UInt64Value;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,9 +29,22 @@ struct JsonEntry {
 }
 
 #[derive(Deserialize)]
+struct JsonLimit {
+    #[serde(default, alias = "requestsPerUnit")]
+    requests_per_unit: u32,
+    #[serde(default)]
+    unit: String,
+}
+
+#[derive(Deserialize)]
 struct JsonDescriptor {
     #[serde(default)]
     entries: Vec<JsonEntry>,
+    #[serde(default)]
+    limit: Option<JsonLimit>,
+    /// protojson writes a UInt64Value as a number or a string of one.
+    #[serde(default, alias = "hitsAddend")]
+    hits_addend: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -49,7 +65,7 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 async fn health(State(service): State<Arc<Service>>) -> (StatusCode, &'static str) {
-    if service.has_config() {
+    if service.has_config() || !service.healthy_needs_config() {
         (StatusCode::OK, "OK")
     } else {
         (StatusCode::INTERNAL_SERVER_ERROR, "no configuration loaded")
@@ -87,6 +103,18 @@ async fn check(
                         value: e.value,
                     })
                     .collect(),
+                limit: d.limit.map(|l| RateLimitOverride {
+                    requests_per_unit: l.requests_per_unit,
+                    unit: Unit::from_str_name(&l.unit.to_ascii_uppercase()).map_or(0, |u| u as i32),
+                }),
+                hits_addend: d
+                    .hits_addend
+                    .and_then(|hits| match hits {
+                        serde_json::Value::Number(n) => n.as_u64(),
+                        serde_json::Value::String(text) => text.parse().ok(),
+                        _ => None,
+                    })
+                    .map(|value| UInt64Value { value }),
                 ..RateLimitDescriptor::default()
             })
             .collect(),

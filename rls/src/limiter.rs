@@ -16,22 +16,49 @@ use crate::config::Window;
 pub const MAX_COST: u64 = 100_000;
 
 /// The client, over one server or a cluster.
-pub enum Backend {
+pub enum Client {
     Single(Swl<ConnectionManager>),
     Cluster(Swl<ClusterConnection>),
 }
 
-macro_rules! on_backend {
-    ($backend:expr, $swl:ident => $call:expr) => {
-        match $backend {
-            Backend::Single($swl) => $call,
-            Backend::Cluster($swl) => $call,
+/// The client, and how long any one call may take (REDIS_TIMEOUT).
+pub struct Backend {
+    pub client: Client,
+    pub timeout: Option<std::time::Duration>,
+}
+
+macro_rules! on_client {
+    ($client:expr, $swl:ident => $call:expr) => {
+        match $client {
+            Client::Single($swl) => $call,
+            Client::Cluster($swl) => $call,
         }
     };
 }
 
 impl Backend {
+    /// One call, given up after the timeout: then it may or may not have
+    /// been carried out.
     async fn call(
+        &self,
+        kind: Call,
+        key: &str,
+        windows: &[(u64, u64)],
+        options: Options,
+    ) -> Result<Verdict, Error> {
+        let call = self.call_untimed(kind, key, windows, options);
+        match self.timeout {
+            None => call.await,
+            Some(timeout) => tokio::time::timeout(timeout, call)
+                .await
+                .unwrap_or_else(|_| {
+                    let late = (redis::ErrorKind::IoError, "timed out (REDIS_TIMEOUT)");
+                    Err(Error::UncertainOutcome(redis::RedisError::from(late)))
+                }),
+        }
+    }
+
+    async fn call_untimed(
         &self,
         kind: Call,
         key: &str,
@@ -43,7 +70,7 @@ impl Backend {
             return Err(Error::Redis(redis::RedisError::from(none)));
         };
         let options = options.windows(rest.iter().copied());
-        on_backend!(self, swl => match kind {
+        on_client!(&self.client, swl => match kind {
             Call::Check => swl.check(key, window_ms, limit, &options).await,
             Call::Peek => swl.peek(key, window_ms, limit, &options).await,
             Call::Refund => swl.refund(key, window_ms, limit, &options).await,
@@ -210,8 +237,11 @@ async fn status(backend: &Backend, key: &str, windows: &[Window]) -> Result<Outc
     let v = backend
         .call(Call::Peek, key, &pairs(windows, 0, 0), Options::new())
         .await?;
+    let remaining = v.remaining + u64::from(v.allowed);
     Ok(Outcome {
-        remaining: v.remaining + u64::from(v.allowed),
+        remaining,
+        // Below its limit, the window's count is what is not left.
+        before: v.allowed.then(|| v.limit - remaining),
         ..outcome_of(&v, 0, 0)
     })
 }

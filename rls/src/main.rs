@@ -22,7 +22,7 @@ use redis_swl_client::{DenialCache, Swl};
 use tonic::{Request, Response, Status};
 
 use crate::config::Config;
-use crate::limiter::Backend;
+use crate::limiter::{Backend, Client};
 use crate::service::Service;
 use crate::settings::Settings;
 use crate::stats::Stats;
@@ -42,7 +42,7 @@ impl RateLimitService for Grpc {
     }
 }
 
-async fn connect(settings: &Settings) -> Result<Backend, redis::RedisError> {
+async fn connect(settings: &Settings) -> Result<Client, redis::RedisError> {
     let cache =
         (settings.local_cache_keys > 0).then(|| DenialCache::new(settings.local_cache_keys));
     macro_rules! with_cache {
@@ -57,24 +57,26 @@ async fn connect(settings: &Settings) -> Result<Backend, redis::RedisError> {
         let urls: Vec<&str> = settings.redis_url.split(',').collect();
         // No command is sent again by the connection: a check that got no
         // reply may have been recorded.
-        let connection = redis::cluster::ClusterClientBuilder::new(urls)
-            .retries(0)
-            .connection_timeout(settings.redis_timeout)
-            .response_timeout(settings.redis_timeout)
-            .build()?
-            .get_async_connection()
-            .await?;
-        Ok(Backend::Cluster(with_cache!(
+        let mut builder = redis::cluster::ClusterClientBuilder::new(urls).retries(0);
+        if let Some(timeout) = settings.redis_timeout {
+            builder = builder
+                .connection_timeout(timeout)
+                .response_timeout(timeout);
+        }
+        let connection = builder.build()?.get_async_connection().await?;
+        Ok(Client::Cluster(with_cache!(
             Swl::new(connection).with_encoding(settings.encoding)
         )))
     } else {
         let client = redis::Client::open(settings.redis_url.as_str())?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(settings.redis_timeout)
-            .set_response_timeout(settings.redis_timeout)
-            .set_number_of_retries(2);
+        let mut config = redis::aio::ConnectionManagerConfig::new().set_number_of_retries(2);
+        if let Some(timeout) = settings.redis_timeout {
+            config = config
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout);
+        }
         let connection = client.get_connection_manager_with_config(config).await?;
-        Ok(Backend::Single(with_cache!(
+        Ok(Client::Single(with_cache!(
             Swl::new(connection).with_encoding(settings.encoding)
         )))
     }
@@ -153,11 +155,14 @@ async fn main() {
         ));
     }
     let backend = match connect(&settings).await {
-        Ok(backend) => backend,
+        Ok(client) => Backend {
+            client,
+            timeout: settings.redis_timeout,
+        },
         Err(error) => {
             log::error(&format!(
                 "cannot connect to Redis at {}: {error}",
-                settings.redis_url
+                settings::masked(&settings.redis_url)
             ));
             std::process::exit(1);
         }

@@ -18,7 +18,7 @@ use redis_swl_client::{rate_limit_headers, Verdict};
 use tonic::Status;
 
 use crate::config::{override_limit, Config, RateLimit, Window, UNKNOWN_UNIT};
-use crate::limiter::{apply, give_back, Backend, Failure, Outcome};
+use crate::limiter::{apply, give_back, Backend, Outcome};
 use crate::settings::{Refused, Settings};
 use crate::stats::{count, Stats};
 
@@ -64,6 +64,12 @@ impl Service {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(config));
     }
 
+    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, or no configuration at
+    /// start (FORCE_START_WITHOUT_INITIAL_CONFIG) is not healthy either.
+    pub fn healthy_needs_config(&self) -> bool {
+        self.settings.healthy_needs_config || !self.settings.force_start
+    }
+
     pub fn has_config(&self) -> bool {
         self.config
             .read()
@@ -102,9 +108,7 @@ impl Service {
     ) -> Result<RateLimitResponse, Status> {
         let answer = self.decide(&request).await;
         if let Err(status) = &answer {
-            let kind = if status.code() == tonic::Code::Unavailable
-                || status.code() == tonic::Code::DeadlineExceeded
-            {
+            let kind = if status.message().starts_with("redis: ") {
                 "redis_error"
             } else {
                 "service_error"
@@ -146,21 +150,9 @@ impl Service {
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let limit = match &descriptor.limit {
-                Some(own) => Some(
-                    override_limit(domain, &entries, own.requests_per_unit, own.unit).ok_or_else(
-                        || {
-                            invalid(format!(
-                                "descriptor {i}: its limit's unit {} is not one of SECOND to YEAR",
-                                own.unit
-                            ))
-                        },
-                    )?,
-                ),
-                None if entries.is_empty() => None,
-                None => config.lookup(domain, &entries),
-            };
-            if !config.has_domain(domain) && descriptor.limit.is_none() {
+            // An unknown domain has no limits, not even a descriptor's own,
+            // as the reference has it.
+            let limit = if !config.has_domain(domain) {
                 self.stats.add(
                     &format!(
                         "ratelimit.service.rate_limit.{}.domain_not_found",
@@ -168,7 +160,22 @@ impl Service {
                     ),
                     1,
                 );
-            }
+                None
+            } else {
+                match &descriptor.limit {
+                    Some(own) => Some(
+                        override_limit(domain, &entries, own.requests_per_unit, own.unit)
+                            .ok_or_else(|| {
+                                invalid(format!(
+                                    "descriptor {i}: its limit's unit {} is not one of SECOND to YEAR",
+                                    own.unit
+                                ))
+                            })?,
+                    ),
+                    None if entries.is_empty() => None,
+                    None => config.lookup(domain, &entries),
+                }
+            };
             if let Some(limit) = &limit {
                 replaced.extend(limit.replaces.iter().cloned());
                 if limit.unlimited {
@@ -212,26 +219,11 @@ impl Service {
                 forced,
             });
         }
-        let timeout = self.settings.redis_timeout;
-        let results = join_all(planned.iter().map(|p| {
-            let forced = p.forced;
-            async move {
-                match tokio::time::timeout(
-                    timeout,
-                    apply(&self.backend, &p.key, &p.limit.windows, p.hits, forced),
-                )
-                .await
-                {
-                    Ok(result) => result,
-                    Err(_) => Err(Failure {
-                        error: redis_swl_client::Error::UncertainOutcome(redis::RedisError::from(
-                            (redis::ErrorKind::IoError, "timed out (REDIS_TIMEOUT)"),
-                        )),
-                        recorded: 0,
-                    }),
-                }
-            }
-        }))
+        let results = join_all(
+            planned
+                .iter()
+                .map(|p| apply(&self.backend, &p.key, &p.limit.windows, p.hits, p.forced)),
+        )
         .await;
         let mut outcomes = Vec::with_capacity(results.len());
         let mut failure = None;
@@ -313,7 +305,12 @@ impl Service {
                     requests_per_unit: u32::try_from(window.limit).unwrap_or(u32::MAX),
                     unit: window.unit,
                 }),
-                limit_remaining: u32::try_from(outcome.remaining).unwrap_or(u32::MAX),
+                // Over the limit, nothing is left, as the reference says.
+                limit_remaining: if over {
+                    0
+                } else {
+                    u32::try_from(outcome.remaining).unwrap_or(u32::MAX)
+                },
                 duration_until_reset: Some(envoy_types::pb::google::protobuf::Duration {
                     seconds: (until_reset_ms.max(0) + 999) / 1000,
                     nanos: 0,
@@ -337,6 +334,11 @@ impl Service {
                 binding = Some((p.index, outcome.remaining));
             }
         }
+        if self.settings.quota_mode {
+            // Every descriptor that is not unlimited is a quota then, with
+            // a limit or without, as the reference counts them.
+            quotas = unlimited.iter().filter(|&&u| !u).count();
+        }
         let refused = failed_limits > 0 || (quotas > 0 && quotas == failed_quotas);
         let mut overall = if refused { Code::OverLimit } else { Code::Ok };
         if refused && self.settings.shadow_mode {
@@ -356,7 +358,12 @@ impl Service {
         };
         if let (Some(names), Some((index, _))) = (&self.settings.headers, binding) {
             if let Some(at) = planned.iter().position(|p| p.index == index) {
-                response.response_headers_to_add = headers(names, &statuses[index], &outcomes[at]);
+                response.response_headers_to_add = headers(
+                    names,
+                    &statuses[index],
+                    &outcomes[at],
+                    overall == Code::OverLimit,
+                );
             }
         }
         if self.settings.dynamic_metadata {
@@ -404,7 +411,12 @@ impl Outcome {
 /// The reference's three headers (limit, remaining, seconds to reset) under
 /// the configured names, the draft's `RateLimit-Policy` and `RateLimit`,
 /// and `Retry-After` on a refusal, all of the binding descriptor.
-fn headers(names: &[String; 3], status: &DescriptorStatus, outcome: &Outcome) -> Vec<HeaderValue> {
+fn headers(
+    names: &[String; 3],
+    status: &DescriptorStatus,
+    outcome: &Outcome,
+    refused: bool,
+) -> Vec<HeaderValue> {
     let header = |key: &str, value: String| HeaderValue {
         key: key.to_string(),
         value,
@@ -420,10 +432,12 @@ fn headers(names: &[String; 3], status: &DescriptorStatus, outcome: &Outcome) ->
         header(&names[1], status.limit_remaining.to_string()),
         header(&names[2], reset.to_string()),
     ];
+    // Retry-After goes with a refusal only, not with a quota that is over
+    // while the request passes.
     let verdict = Verdict {
-        allowed: status.code != Code::OverLimit as i32,
+        allowed: !refused,
         limit: outcome.limit,
-        remaining: outcome.remaining,
+        remaining: u64::from(status.limit_remaining),
         retry_after_ms: outcome.retry_after_ms,
         reset_after_ms: outcome.reset_after_ms,
         window_ms: outcome.window_ms,
@@ -480,7 +494,9 @@ fn metadata(request: &RateLimitRequest, passed: &[usize], planned: &[Planned]) -
                     "limit".to_string(),
                     string(format!(
                         "requests_per_unit:{} unit:{}",
-                        limit.requests_per_unit, limit.unit
+                        limit.requests_per_unit,
+                        envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit::try_from(limit.unit)
+                            .map_or("UNKNOWN", |u| u.as_str_name())
                     )),
                 );
             }

@@ -24,7 +24,8 @@ pub struct Settings {
     pub http_address: String,
     pub redis_url: String,
     pub redis_cluster: bool,
-    pub redis_timeout: Duration,
+    /// None: no timeout (REDIS_TIMEOUT=0, as the reference takes it).
+    pub redis_timeout: Option<Duration>,
     pub encoding: redis_swl_client::Encoding,
     pub local_cache_keys: usize,
     pub near_limit_ratio: f32,
@@ -43,12 +44,14 @@ pub struct Settings {
     pub config_dir: std::path::PathBuf,
     pub ignore_dot_files: bool,
     pub force_start: bool,
+    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: unhealthy until one loads.
+    pub healthy_needs_config: bool,
     /// What was set and is ignored, for the start-up log.
     pub ignored: Vec<String>,
 }
 
 /// Settings that only tune the reference's internals: accepted, reported.
-const TUNING: [&str; 44] = [
+const TUNING: [&str; 43] = [
     "REDIS_POOL_SIZE",
     "REDIS_PIPELINE_WINDOW",
     "REDIS_PIPELINE_LIMIT",
@@ -92,7 +95,6 @@ const TUNING: [&str; 44] = [
     "TRACING_SERVICE_INSTANCE_ID",
     "TRACING_EXPORTER_PROTOCOL",
     "TRACING_SAMPLING_RATE",
-    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 ];
 
 /// Prefixes of further tuning settings (xDS, memcache, TLS of the gRPC
@@ -160,11 +162,11 @@ impl Env<'_> {
     }
 
     fn flag(&self, name: &str, default: bool) -> Result<bool, Refusal> {
-        match self.0.get(name).map(|v| v.to_ascii_lowercase()) {
+        match self.0.get(name) {
             None => Ok(default),
-            Some(v) if ["1", "t", "true"].contains(&v.as_str()) => Ok(true),
-            Some(v) if ["0", "f", "false"].contains(&v.as_str()) => Ok(false),
-            Some(v) => Err(Refusal(format!("{name}={v}: not true or false"))),
+            Some(v) => {
+                parse_bool(v).ok_or_else(|| Refusal(format!("{name}={v}: not true or false")))
+            }
         }
     }
 
@@ -186,8 +188,20 @@ impl Env<'_> {
     }
 }
 
+/// A boolean as Go's strconv.ParseBool reads it.
+fn parse_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// A Go duration of one unit: `500ms`, `10s`, `1m`, `2h`, `250us`.
 pub fn parse_duration(text: &str) -> Option<Duration> {
+    if text == "0" {
+        return Some(Duration::ZERO);
+    }
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
     let (number, unit) = text.split_at(split);
     let number: f64 = number.parse().ok()?;
@@ -209,7 +223,11 @@ impl Settings {
         let e = Env(env);
         for (name, wanted, why) in REFUSED {
             if let Some(value) = env.get(name) {
-                if !value.eq_ignore_ascii_case(wanted) {
+                let same = match (parse_bool(value), parse_bool(wanted)) {
+                    (Some(value), Some(wanted)) => value == wanted,
+                    _ => value.eq_ignore_ascii_case(wanted),
+                };
+                if !same {
                     return Err(Refusal(format!("{name}={value} is refused: {why}")));
                 }
             }
@@ -292,7 +310,7 @@ impl Settings {
                     e.text("LOG_LEVEL", "")
                 ))
             })?;
-        let log_json = match e.text("LOG_FORMAT", "text").as_str() {
+        let log_json = match e.text("LOG_FORMAT", "text").to_ascii_lowercase().as_str() {
             "text" => false,
             "json" => true,
             other => return Err(Refusal(format!("LOG_FORMAT={other}: text or json"))),
@@ -331,7 +349,8 @@ impl Settings {
             ),
             redis_url,
             redis_cluster,
-            redis_timeout: e.duration("REDIS_TIMEOUT", Duration::from_secs(10))?,
+            redis_timeout: Some(e.duration("REDIS_TIMEOUT", Duration::from_secs(10))?)
+                .filter(|timeout| !timeout.is_zero()),
             encoding,
             // About 100 bytes a cached key, with its windows and wait.
             local_cache_keys: cache_bytes / 100,
@@ -344,13 +363,21 @@ impl Settings {
             refused,
             key_prefix: e.text("CACHE_KEY_PREFIX", ""),
             statsd,
-            stats_flush: e.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            stats_flush: match e.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))? {
+                zero if zero.is_zero() => {
+                    return Err(Refusal(
+                        "STATS_FLUSH_INTERVAL=0: not a flush interval".to_string(),
+                    ))
+                }
+                every => every,
+            },
             prometheus,
             log_level,
             log_json,
             config_dir,
             ignore_dot_files: e.flag("RUNTIME_IGNOREDOTFILES", false)?,
             force_start: e.flag("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
+            healthy_needs_config: e.flag("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
             ignored,
         })
     }
@@ -365,33 +392,70 @@ fn listen_address(address: &str) -> String {
     }
 }
 
+/// Percent-encodes all but unreserved characters, for a URL's user,
+/// password or query.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 /// REDIS_URL as redis-rs takes it: a socket path, `host:port` (a list of
-/// them for a cluster) or a `redis://` URL, with REDIS_AUTH (`password` or
-/// `user:password`) where the URL has none.
+/// them for a cluster) or a `redis://` URL, with REDIS_AUTH (`password`, or
+/// `user:password` split at its first colon, as the reference splits it)
+/// where the URL has none.
 fn redis_url(url: &str, socket: &str, auth: &str, cluster: bool) -> String {
-    let credentials = if auth.is_empty() {
-        String::new()
-    } else if auth.contains(':') {
-        format!("{auth}@")
-    } else {
-        format!(":{auth}@")
+    let (user, password) = match auth.split_once(':') {
+        Some((user, password)) => (encode(user), encode(password)),
+        None => (String::new(), encode(auth)),
     };
     let one = |address: &str| {
         if address.starts_with("redis://") || address.starts_with("rediss://") {
             address.to_string()
         } else if socket == "unix" && !cluster {
-            let password = auth.rsplit(':').next().unwrap_or_default();
-            if auth.is_empty() {
-                format!("redis+unix://{address}")
-            } else {
-                format!("redis+unix://{address}?pass={password}")
+            let mut query = Vec::new();
+            if !user.is_empty() {
+                query.push(format!("user={user}"));
             }
+            if !auth.is_empty() {
+                query.push(format!("pass={password}"));
+            }
+            let query = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            };
+            format!("redis+unix://{address}{query}")
+        } else if auth.is_empty() {
+            format!("redis://{address}/")
         } else {
-            format!("redis://{credentials}{address}/")
+            format!("redis://{user}:{password}@{address}/")
         }
     };
     url.split(',')
         .map(|address| one(address.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// REDIS_URL with any password masked, for the log.
+pub fn masked(url: &str) -> String {
+    url.split(',')
+        .map(|one| match (one.find("://"), one.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}*****{}", &one[..scheme + 3], &one[at..])
+            }
+            _ => match one.find("pass=") {
+                Some(at) => format!("{}pass=*****", &one[..at]),
+                None => one.to_string(),
+            },
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -423,7 +487,7 @@ mod tests {
             s.config_dir,
             std::path::PathBuf::from("/srv/runtime_data/current/config")
         );
-        assert_eq!(s.redis_timeout, Duration::from_secs(10));
+        assert_eq!(s.redis_timeout, Some(Duration::from_secs(10)));
     }
 
     #[test]
@@ -459,6 +523,7 @@ mod tests {
             ("GRPC_UDS", "/tmp/rls.sock"),
             ("NEAR_LIMIT_RATIO", "two"),
             ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "maybe"),
+            ("STATS_FLUSH_INTERVAL", "0s"),
         ] {
             let refusal = settings(&[(name, value)]).unwrap_err();
             assert!(refusal.0.starts_with(&format!("{name}=")), "{refusal}");
@@ -482,6 +547,14 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        let off = settings(&[
+            ("REDIS_TIMEOUT", "0"),
+            ("REDIS_TLS", "f"),
+            ("LOG_FORMAT", "JSON"),
+        ])
+        .unwrap();
+        assert_eq!((off.redis_timeout, off.log_json), (None, true));
         assert_eq!(parse_duration("s"), None);
     }
 }

@@ -122,8 +122,8 @@ impl Stats {
         }
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let entry = counters.entry(name.to_string()).or_default();
-        entry.0 += by;
-        entry.1 += by;
+        entry.0 = entry.0.saturating_add(by);
+        entry.1 = entry.1.saturating_add(by);
     }
 
     /// Makes the counter exist at 0, as the reference's do once a key is

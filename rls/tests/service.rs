@@ -107,7 +107,7 @@ async fn descriptors_are_limited_as_configured_with_exact_windows() {
         );
         assert_eq!(
             ask(vec![&[("route", "/api/b")]], 3).await,
-            (OVER, vec![(OVER, 2, 2, MINUTE)]),
+            (OVER, vec![(OVER, 0, 2, MINUTE)]),
             "{setup}"
         );
         // Unlimited, unknown and shadowed descriptors never refuse.
@@ -217,7 +217,7 @@ async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
             .into_inner();
         assert_eq!(
             summary(&response),
-            (OVER, vec![(OVER, 1, 3, MINUTE)]),
+            (OVER, vec![(OVER, 0, 3, MINUTE)]),
             "{setup}"
         );
         assert_eq!(redis.entries(&log_key("shop", alice)).len(), 2, "{setup}");
@@ -227,6 +227,17 @@ async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
             requests_per_unit: 1,
             unit: MINUTE,
         });
+        // In an unknown domain not even a descriptor's own limit applies.
+        let mut unknown = own.clone();
+        unknown.domain = "nowhere".to_string();
+        for _ in 0..2 {
+            let response = client
+                .should_rate_limit(unknown.clone())
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(summary(&response), (OK, vec![(OK, 0, 0, 0)]), "{setup}");
+        }
         let first = client
             .should_rate_limit(own.clone())
             .await
@@ -328,7 +339,7 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     }
     // Hits above every limit never fit, whatever their number.
     let response = client.should_rate_limit(huge).await.unwrap().into_inner();
-    assert_eq!(summary(&response), (OVER, vec![(OVER, 3, 3, MINUTE)]));
+    assert_eq!(summary(&response), (OVER, vec![(OVER, 0, 3, MINUTE)]));
     assert!(redis
         .entries(&log_key("shop", &[("user", "huge")]))
         .is_empty());

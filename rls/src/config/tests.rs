@@ -361,6 +361,15 @@ descriptors:
 }
 
 #[test]
+fn yaml_1_1_booleans_are_read_as_the_reference_reads_them() {
+    let config = load(
+        "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: yes\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: u\n    rate_limit: {unlimited: on}\n",
+    );
+    assert!(config.lookup("d", &[("k", "x")]).unwrap().shadow_mode);
+    assert!(config.lookup("d", &[("u", "x")]).unwrap().unlimited);
+}
+
+#[test]
 fn units_of_ours_and_the_references() {
     assert_eq!(parse_unit("second"), Some((1, 1_000)));
     assert_eq!(parse_unit("Week"), Some((7, 604_800_000)));
@@ -445,6 +454,13 @@ fn files_the_reference_refuses_are_refused_with_its_reason() {
         (
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: many}".to_string(),
             "error loading config file: field 'requests_per_unit' must be a whole number, not many",
+        ),
+        (
+            format!(
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      windows:\n{}",
+                "        - {unit: minute, requests_per_unit: 5}\n".repeat(100)
+            ),
+            "'d.k' has 101 windows: at most 100 in all",
         ),
         (
             "domain: d\ndescriptors: everything".to_string(),
