@@ -660,3 +660,106 @@ async fn grpc_health_checking_is_served() {
         assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_is_an_error_within_the_timeout() {
+    let debug: Vec<String> = common::DEBUG.iter().map(|s| s.to_string()).collect();
+    let server = common::Server::with_args(true, redis_swl_client::Encoding::Compact, &debug);
+    let port = server.port;
+    let redis = Redis::Single(server, true);
+    let rls = Rls::start(&redis, CONFIG, &[("REDIS_TIMEOUT", "300ms")]);
+    let mut client = rls.client().await;
+    client
+        .should_rate_limit(request("shop", &[&[("user", "slow")]], 0))
+        .await
+        .unwrap();
+    let stall = common::Stall::start(port, 3.0);
+    let started = std::time::Instant::now();
+    let status = client
+        .should_rate_limit(request("shop", &[&[("user", "slow")]], 0))
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(
+        status.code(),
+        tonic::Code::Unavailable,
+        "{}",
+        status.message()
+    );
+    assert!(
+        status.message().contains("timed out"),
+        "{}",
+        status.message()
+    );
+    assert!(waited < std::time::Duration::from_secs(2), "{waited:?}");
+    stall.wait();
+}
+
+/// RateLimitRequest's fields, with bytes where it has strings.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawRequest {
+    #[prost(bytes = "vec", tag = "1")]
+    domain: Vec<u8>,
+    #[prost(message, repeated, tag = "2")]
+    descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawDescriptor {
+    #[prost(message, repeated, tag = "1")]
+    entries: Vec<RawEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawEntry {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_that_are_not_utf8_are_refused_and_the_service_goes_on() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rls.address()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = tonic::client::Grpc::new(channel);
+    raw.ready().await.unwrap();
+    let raw_request = RawRequest {
+        domain: b"shop".to_vec(),
+        descriptors: vec![RawDescriptor {
+            entries: vec![RawEntry {
+                key: b"user".to_vec(),
+                value: vec![0xff, 0xfe, b'x'],
+            }],
+        }],
+    };
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+    );
+    let answer: Result<tonic::Response<RawRequest>, tonic::Status> = raw
+        .unary(
+            tonic::Request::new(raw_request),
+            path,
+            tonic_prost::ProstCodec::default(),
+        )
+        .await;
+    let status = answer.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal, "{}", status.message());
+    assert!(
+        status.message().contains("invalid string value"),
+        "{}",
+        status.message()
+    );
+    let mut client = rls.client().await;
+    let response = client
+        .should_rate_limit(request("shop", &[&[("user", "after")]], 0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(summary(&response), (OK, vec![(OK, 2, 3, MINUTE)]));
+}

@@ -20,7 +20,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-pub use redis_servers::{entries, free_port, Cluster, Server};
+pub use redis_servers::{entries, free_port, Cluster, Server, Stall, DEBUG};
 use redis_swl_client::Encoding;
 
 /// Where the logs live: a server with the module, one without it (the
