@@ -20,6 +20,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+// Each test binary and the bench use a part of these.
+#[allow(unused_imports)]
 pub use redis_servers::{entries, free_port, Cluster, Server, Stall, DEBUG};
 use redis_swl_client::Encoding;
 
