@@ -13,24 +13,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-# The newest glibc the module may need, which check-module.sh enforces.
-GLIBC_FLOOR=$(bash scripts/check-module.sh --glibc-floor)
 [ $# -gt 0 ] || { echo "usage: scripts/build-module.sh x86_64-gnu [x86_64-musl aarch64-gnu aarch64-musl]" >&2; exit 2; }
 
-bash scripts/setup-zig.sh "$@"
+mapfile -t targets < <(bash scripts/setup-zig.sh "$@")
+[ ${#targets[@]} -eq $# ] || exit 2
 export PATH="$root/target/zig/bin:$PATH"
-
-targets=()
 for platform in "$@"; do
-    arch=${platform%-*} libc=${platform#*-}
-    case "$platform" in
-        x86_64-gnu | aarch64-gnu) targets+=("--target=$arch-unknown-linux-gnu.$GLIBC_FLOOR") ;;
-        x86_64-musl | aarch64-musl)
-            targets+=("--target=$arch-unknown-linux-musl")
-            export "CARGO_TARGET_${arch^^}_UNKNOWN_LINUX_MUSL_RUSTFLAGS=-C target-feature=-crt-static"
-            ;;
-        *) echo "build-module: unknown platform $platform" >&2; exit 2 ;;
-    esac
+    arch=${platform%-*}
+    if [ "${platform#*-}" = musl ]; then
+        export "CARGO_TARGET_${arch^^}_UNKNOWN_LINUX_MUSL_RUSTFLAGS=-C target-feature=-crt-static"
+    fi
 done
 
 # Built from outside the source tree: zig names its own headers relative

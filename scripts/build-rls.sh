@@ -12,18 +12,9 @@ root=$PWD
 GLIBC_FLOOR=$(bash scripts/check-module.sh --glibc-floor)
 [ $# -gt 0 ] || { echo "usage: scripts/build-rls.sh x86_64-gnu [x86_64-musl aarch64-gnu aarch64-musl]" >&2; exit 2; }
 
-bash scripts/setup-zig.sh "$@"
+mapfile -t targets < <(bash scripts/setup-zig.sh "$@")
+[ ${#targets[@]} -eq $# ] || exit 2
 export PATH="$root/target/zig/bin:$PATH"
-
-targets=()
-for platform in "$@"; do
-    arch=${platform%-*} libc=${platform#*-}
-    case "$platform" in
-        x86_64-gnu | aarch64-gnu) targets+=("--target=$arch-unknown-linux-gnu.$GLIBC_FLOOR") ;;
-        x86_64-musl | aarch64-musl) targets+=("--target=$arch-unknown-linux-musl") ;;
-        *) echo "build-rls: unknown platform $platform" >&2; exit 2 ;;
-    esac
-done
 
 (cd / && CARGO_TARGET_DIR="$root/target/rls" "${CARGO:-cargo}" zigbuild \
     --manifest-path "$root/rls/Cargo.toml" --release --bin swl-rls "${targets[@]}")

@@ -4,9 +4,18 @@
 # musl; both pinned, in a virtualenv under target/zig (made anew when the
 # pins change). With arguments, the Rust targets to build for, as
 # build-module.sh names them (x86_64-gnu, aarch64-musl, ...), added with
-# rustup where missing.
+# rustup where missing; then it prints cargo zigbuild's --target for each
+# (gnu against glibc at check-module.sh's floor), one a line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+GLIBC_FLOOR=$(bash scripts/check-module.sh --glibc-floor)
+for platform in "$@"; do
+    case "$platform" in
+        x86_64-gnu | aarch64-gnu | x86_64-musl | aarch64-musl) ;;
+        *) echo "setup-zig: unknown platform $platform" >&2; exit 2 ;;
+    esac
+done
 
 env=target/zig
 pins="ziglang==0.15.2 cargo-zigbuild==0.24.1"
@@ -41,4 +50,12 @@ for platform in "$@"; do
         echo "setup-zig: adding the Rust target $target with rustup" >&2
         rustup target add "$target" >/dev/null
     fi
+done
+
+for platform in "$@"; do
+    arch=${platform%-*} libc=${platform#*-}
+    case "$libc" in
+        gnu) echo "--target=$arch-unknown-linux-gnu.$GLIBC_FLOOR" ;;
+        musl) echo "--target=$arch-unknown-linux-musl" ;;
+    esac
 done

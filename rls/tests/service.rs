@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{log_key, request, summary, Redis, Rls};
+use common::{answer, log_key, request, summary, Redis, Rls};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use envoy_types::pb::google::protobuf::UInt64Value;
 
@@ -69,11 +69,7 @@ async fn descriptors_are_limited_as_configured_with_exact_windows() {
         let ask = |descriptors: Vec<&'static [(&'static str, &'static str)]>, hits| {
             let mut client = client.clone();
             async move {
-                let response = client
-                    .should_rate_limit(request("shop", &descriptors, hits))
-                    .await
-                    .unwrap()
-                    .into_inner();
+                let response = answer(&mut client, request("shop", &descriptors, hits)).await;
                 summary(&response)
             }
         };
@@ -160,11 +156,11 @@ async fn a_refused_request_counts_nowhere_unless_asked_to() {
             // refused by the route, and the user's log must not count it.
             let mut codes = Vec::new();
             for _ in 0..4 {
-                let response = client
-                    .should_rate_limit(request("shop", &[&user_entry, &route_entry], 0))
-                    .await
-                    .unwrap()
-                    .into_inner();
+                let response = answer(
+                    &mut client,
+                    request("shop", &[&user_entry, &route_entry], 0),
+                )
+                .await;
                 codes.push(summary(&response).0);
             }
             assert_eq!(codes, [OK, OK, OVER, OVER], "{setup} {stop:?}");
@@ -186,11 +182,7 @@ async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
         let rls = Rls::start(&redis, CONFIG, &[]);
         let mut client = rls.client().await;
         let alice: &[(&str, &str)] = &[("user", "alice")];
-        let response = client
-            .should_rate_limit(request("shop", &[alice], 2))
-            .await
-            .unwrap()
-            .into_inner();
+        let response = answer(&mut client, request("shop", &[alice], 2)).await;
         assert_eq!(
             summary(&response),
             (OK, vec![(OK, 1, 3, MINUTE)]),
@@ -200,21 +192,13 @@ async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
         // nothing; a window at its limit still admits a check of 0.
         let mut zero = request("shop", &[alice], 5);
         zero.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
-        let response = client
-            .should_rate_limit(zero.clone())
-            .await
-            .unwrap()
-            .into_inner();
+        let response = answer(&mut client, zero.clone()).await;
         assert_eq!(
             summary(&response),
             (OK, vec![(OK, 1, 3, MINUTE)]),
             "{setup}"
         );
-        let response = client
-            .should_rate_limit(request("shop", &[alice], 2))
-            .await
-            .unwrap()
-            .into_inner();
+        let response = answer(&mut client, request("shop", &[alice], 2)).await;
         assert_eq!(
             summary(&response),
             (OVER, vec![(OVER, 0, 3, MINUTE)]),
@@ -231,19 +215,11 @@ async fn hits_addend_is_honoured_and_zero_checks_without_recording() {
         let mut unknown = own.clone();
         unknown.domain = "nowhere".to_string();
         for _ in 0..2 {
-            let response = client
-                .should_rate_limit(unknown.clone())
-                .await
-                .unwrap()
-                .into_inner();
+            let response = answer(&mut client, unknown.clone()).await;
             assert_eq!(summary(&response), (OK, vec![(OK, 0, 0, 0)]), "{setup}");
         }
-        let first = client
-            .should_rate_limit(own.clone())
-            .await
-            .unwrap()
-            .into_inner();
-        let second = client.should_rate_limit(own).await.unwrap().into_inner();
+        let first = answer(&mut client, own.clone()).await;
+        let second = answer(&mut client, own).await;
         assert_eq!(
             (summary(&first), summary(&second)),
             (
@@ -267,31 +243,10 @@ async fn a_charge_after_the_response_is_recorded_past_the_limit() {
         check.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
         let mut seen = Vec::new();
         for charge in [1, 1, 3] {
-            seen.push(
-                summary(
-                    &client
-                        .should_rate_limit(check.clone())
-                        .await
-                        .unwrap()
-                        .into_inner(),
-                )
-                .0,
-            );
-            client
-                .should_rate_limit(request("shop", &[tokens], charge))
-                .await
-                .unwrap();
+            seen.push(summary(&answer(&mut client, check.clone()).await).0);
+            answer(&mut client, request("shop", &[tokens], charge)).await;
         }
-        seen.push(
-            summary(
-                &client
-                    .should_rate_limit(check.clone())
-                    .await
-                    .unwrap()
-                    .into_inner(),
-            )
-            .0,
-        );
+        seen.push(summary(&answer(&mut client, check.clone()).await).0);
         assert_eq!(seen, [OK, OK, OK, OVER], "{setup}");
         // Past the limit by the charge, not capped at it.
         assert_eq!(redis.entries(&log_key("shop", tokens)).len(), 5, "{setup}");
@@ -338,7 +293,7 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
         assert!(status.message().starts_with(starts), "{}", status.message());
     }
     // Hits above every limit never fit, whatever their number.
-    let response = client.should_rate_limit(huge).await.unwrap().into_inner();
+    let response = answer(&mut client, huge).await;
     assert_eq!(summary(&response), (OVER, vec![(OVER, 0, 3, MINUTE)]));
     assert!(redis
         .entries(&log_key("shop", &[("user", "huge")]))
@@ -358,11 +313,8 @@ async fn concurrent_clients_get_exactly_the_limit() {
             tasks.push(tokio::spawn(async move {
                 let mut admitted = 0;
                 for _ in 0..40 {
-                    let response = client
-                        .should_rate_limit(request("load", &[&[("k", "shared")]], 0))
-                        .await
-                        .unwrap()
-                        .into_inner();
+                    let response =
+                        answer(&mut client, request("load", &[&[("k", "shared")]], 0)).await;
                     admitted += u32::from(response.overall_code == 1);
                 }
                 admitted
@@ -392,11 +344,7 @@ async fn a_cluster_limits_each_descriptor_on_its_own_node() {
             let entries: Vec<(&str, &str)> = vec![("user", user.as_str())];
             let mut codes = Vec::new();
             for _ in 0..4 {
-                let response = client
-                    .should_rate_limit(request("shop", &[&entries], 0))
-                    .await
-                    .unwrap()
-                    .into_inner();
+                let response = answer(&mut client, request("shop", &[&entries], 0)).await;
                 codes.push(summary(&response).0);
             }
             assert_eq!(codes, [OK, OK, OK, OVER], "module {module}, {user}");
@@ -417,13 +365,7 @@ async fn headers_metadata_and_json_follow_the_settings() {
     let dave: &[(&str, &str)] = &[("user", "dave")];
     let mut last = None;
     for _ in 0..4 {
-        last = Some(
-            client
-                .should_rate_limit(request("shop", &[dave], 0))
-                .await
-                .unwrap()
-                .into_inner(),
-        );
+        last = Some(answer(&mut client, request("shop", &[dave], 0)).await);
     }
     let refused = last.unwrap();
     let headers: Vec<(String, String)> = refused
@@ -474,11 +416,7 @@ async fn configuration_reloads_and_a_bad_file_keeps_the_last() {
     let limit_of = |who: &'static str| {
         let mut client = client.clone();
         async move {
-            let response = client
-                .should_rate_limit(request("shop", &[&[("user", who)]], 0))
-                .await
-                .unwrap()
-                .into_inner();
+            let response = answer(&mut client, request("shop", &[&[("user", who)]], 0)).await;
             summary(&response).1[0].2
         }
     };
@@ -515,10 +453,7 @@ async fn redis_going_away_is_an_error_within_the_timeout() {
     let redis = Redis::module(redis_swl_client::Encoding::Compact);
     let rls = Rls::start(&redis, CONFIG, &[("REDIS_TIMEOUT", "500ms")]);
     let mut client = rls.client().await;
-    client
-        .should_rate_limit(request("shop", &[&[("user", "a")]], 0))
-        .await
-        .unwrap();
+    answer(&mut client, request("shop", &[&[("user", "a")]], 0)).await;
     drop(redis);
     let started = std::time::Instant::now();
     let status = client
@@ -586,10 +521,11 @@ async fn statistics_go_to_statsd_and_prometheus_under_the_references_names() {
     // A limit of 3, near past 2 (0.8 of it): within, within, within and
     // near, over.
     for _ in 0..4 {
-        client
-            .should_rate_limit(request("shop", &[&[("user", "stat.10.0.0.1")]], 0))
-            .await
-            .unwrap();
+        answer(
+            &mut client,
+            request("shop", &[&[("user", "stat.10.0.0.1")]], 0),
+        )
+        .await;
     }
     let base = "ratelimit.service.rate_limit.shop.user";
     let expected: std::collections::BTreeMap<String, u64> = [
@@ -669,10 +605,7 @@ async fn a_stalled_redis_is_an_error_within_the_timeout() {
     let redis = Redis::Single(server, true);
     let rls = Rls::start(&redis, CONFIG, &[("REDIS_TIMEOUT", "300ms")]);
     let mut client = rls.client().await;
-    client
-        .should_rate_limit(request("shop", &[&[("user", "slow")]], 0))
-        .await
-        .unwrap();
+    answer(&mut client, request("shop", &[&[("user", "slow")]], 0)).await;
     let stall = common::Stall::start(port, 3.0);
     let started = std::time::Instant::now();
     let status = client
@@ -741,14 +674,14 @@ async fn bytes_that_are_not_utf8_are_refused_and_the_service_goes_on() {
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(
         "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
     );
-    let answer: Result<tonic::Response<RawRequest>, tonic::Status> = raw
+    let refused: Result<tonic::Response<RawRequest>, tonic::Status> = raw
         .unary(
             tonic::Request::new(raw_request),
             path,
             tonic_prost::ProstCodec::default(),
         )
         .await;
-    let status = answer.unwrap_err();
+    let status = refused.unwrap_err();
     assert_eq!(status.code(), tonic::Code::Internal, "{}", status.message());
     assert!(
         status.message().contains("invalid string value"),
@@ -756,10 +689,6 @@ async fn bytes_that_are_not_utf8_are_refused_and_the_service_goes_on() {
         status.message()
     );
     let mut client = rls.client().await;
-    let response = client
-        .should_rate_limit(request("shop", &[&[("user", "after")]], 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let response = answer(&mut client, request("shop", &[&[("user", "after")]], 0)).await;
     assert_eq!(summary(&response), (OK, vec![(OK, 2, 3, MINUTE)]));
 }

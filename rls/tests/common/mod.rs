@@ -230,6 +230,18 @@ impl Drop for Rls {
     }
 }
 
+/// The answer to a call that must succeed.
+pub async fn answer(
+    client: &mut RateLimitServiceClient<tonic::transport::Channel>,
+    request: RateLimitRequest,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(request)
+        .await
+        .expect("ShouldRateLimit")
+        .into_inner()
+}
+
 /// A request of `descriptors` (each a list of key, value entries).
 pub fn request(
     domain: &str,
