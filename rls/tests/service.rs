@@ -692,3 +692,34 @@ async fn bytes_that_are_not_utf8_are_refused_and_the_service_goes_on() {
     let response = answer(&mut client, request("shop", &[&[("user", "after")]], 0)).await;
     assert_eq!(summary(&response), (OK, vec![(OK, 2, 3, MINUTE)]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_cache_answers_a_denied_key_without_redis() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[("LOCAL_CACHE_SIZE_IN_BYTES", "1000000")]);
+    let mut client = rls.client().await;
+    let gil: &[(&str, &str)] = &[("user", "gil")];
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        codes.push(summary(&answer(&mut client, request("shop", &[gil], 0)).await).0);
+    }
+    assert_eq!(codes, [OK, OK, OK, OVER]);
+    let calls = |redis: &Redis| {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut redis.server().connect())
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_swl.check:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let before = calls(&redis);
+    for _ in 0..5 {
+        let response = answer(&mut client, request("shop", &[gil], 0)).await;
+        assert_eq!(summary(&response), (OVER, vec![(OVER, 0, 3, MINUTE)]));
+    }
+    // Answered in the service: Redis saw none of them.
+    assert_eq!(calls(&redis), before);
+    assert_eq!(redis.entries(&log_key("shop", gil)).len(), 3);
+}

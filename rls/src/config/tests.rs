@@ -294,6 +294,62 @@ descriptors:
 }
 
 #[test]
+fn several_wildcards_and_value_to_metric_through_one() {
+    let config = load(
+        "
+domain: example9
+descriptors:
+  - key: route
+    value: /api/*/resource/*/action
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: user
+    value_to_metric: true
+    descriptors:
+      - key: action
+        value: read*
+        value_to_metric: true
+        descriptors:
+          - key: resource
+            rate_limit:
+              unit: minute
+              requests_per_unit: 100
+",
+    );
+    assert_eq!(
+        found(
+            &config,
+            "example9",
+            &[("route", "/api/v1/resource/123/action")]
+        )
+        .map(|f| f.0),
+        Some(20)
+    );
+    assert_eq!(
+        found(
+            &config,
+            "example9",
+            &[("route", "/api/v1/resource/123/other")]
+        ),
+        None
+    );
+    let request = [
+        ("user", "alice"),
+        ("action", "readfile"),
+        ("resource", "documents"),
+    ];
+    assert_eq!(
+        found(&config, "example9", &request),
+        Some((
+            100,
+            60_000,
+            "example9.user_alice.action_readfile.resource".to_string()
+        ))
+    );
+}
+
+#[test]
 fn wildcard_matching_follows_the_reference() {
     let split = |pattern: &str| pattern.split('*').map(str::to_string).collect::<Vec<_>>();
     for (pattern, value, matches) in [
