@@ -99,6 +99,18 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Stops the server; [`Server::start_again`] brings it back.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the stopped server again on its port, empty.
+    pub fn start_again(&mut self) {
+        self.child = spawn(&self.args);
+        self.wait_ready();
+    }
+
     pub fn connect(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|client| client.get_connection())
