@@ -54,7 +54,67 @@ struct JsonRequest {
     #[serde(default)]
     descriptors: Vec<JsonDescriptor>,
     #[serde(default, alias = "hitsAddend")]
-    hits_addend: u32,
+    hits_addend: Option<serde_json::Value>,
+}
+
+/// A protojson integer: a number, or a string of one (as protojson writes
+/// 64-bit integers); anything else is refused, naming `field`.
+fn whole<T: TryFrom<u64>>(value: serde_json::Value, field: &str) -> Result<T, String> {
+    let n = match &value {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(text) => text.parse().ok(),
+        _ => None,
+    };
+    n.and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| format!("{field}: {value} is not a whole number in range"))
+}
+
+/// The JSON request as the protocol's, or why it is not one.
+fn to_request(request: JsonRequest) -> Result<RateLimitRequest, String> {
+    let mut descriptors = Vec::with_capacity(request.descriptors.len());
+    for (i, d) in request.descriptors.into_iter().enumerate() {
+        let limit = match d.limit {
+            None => None,
+            Some(l) => Some(RateLimitOverride {
+                requests_per_unit: l.requests_per_unit,
+                unit: Unit::from_str_name(&l.unit.to_ascii_uppercase())
+                    .filter(|u| *u != Unit::Unknown)
+                    .ok_or_else(|| {
+                        format!(
+                            "descriptors[{i}].limit.unit: {:?} is not one of SECOND to YEAR",
+                            l.unit
+                        )
+                    })? as i32,
+            }),
+        };
+        let hits_addend = match d.hits_addend {
+            None => None,
+            Some(hits) => Some(UInt64Value {
+                value: whole(hits, &format!("descriptors[{i}].hitsAddend"))?,
+            }),
+        };
+        descriptors.push(RateLimitDescriptor {
+            entries: d
+                .entries
+                .into_iter()
+                .map(|e| Entry {
+                    key: e.key,
+                    value: e.value,
+                })
+                .collect(),
+            limit,
+            hits_addend,
+            ..RateLimitDescriptor::default()
+        });
+    }
+    Ok(RateLimitRequest {
+        domain: request.domain,
+        descriptors,
+        hits_addend: match request.hits_addend {
+            None => 0,
+            Some(hits) => whole(hits, "hitsAddend")?,
+        },
+    })
 }
 
 pub fn router(service: Arc<Service>) -> Router {
@@ -65,10 +125,9 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 async fn health(State(service): State<Arc<Service>>) -> (StatusCode, &'static str) {
-    if service.has_config() || !service.healthy_needs_config() {
-        (StatusCode::OK, "OK")
-    } else {
-        (StatusCode::INTERNAL_SERVER_ERROR, "no configuration loaded")
+    match service.unhealthy().await {
+        None => (StatusCode::OK, "OK"),
+        Some(why) => (StatusCode::INTERNAL_SERVER_ERROR, why),
     }
 }
 
@@ -89,36 +148,9 @@ async fn check(
             )
         }
     };
-    let request = RateLimitRequest {
-        domain: request.domain,
-        descriptors: request
-            .descriptors
-            .into_iter()
-            .map(|d| RateLimitDescriptor {
-                entries: d
-                    .entries
-                    .into_iter()
-                    .map(|e| Entry {
-                        key: e.key,
-                        value: e.value,
-                    })
-                    .collect(),
-                limit: d.limit.map(|l| RateLimitOverride {
-                    requests_per_unit: l.requests_per_unit,
-                    unit: Unit::from_str_name(&l.unit.to_ascii_uppercase()).map_or(0, |u| u as i32),
-                }),
-                hits_addend: d
-                    .hits_addend
-                    .and_then(|hits| match hits {
-                        serde_json::Value::Number(n) => n.as_u64(),
-                        serde_json::Value::String(text) => text.parse().ok(),
-                        _ => None,
-                    })
-                    .map(|value| UInt64Value { value }),
-                ..RateLimitDescriptor::default()
-            })
-            .collect(),
-        hits_addend: request.hits_addend,
+    let request = match to_request(request) {
+        Ok(request) => request,
+        Err(why) => return (StatusCode::BAD_REQUEST, Json(json!({"error": why}))),
     };
     match service.should_rate_limit(request).await {
         Ok(response) => {

@@ -16,9 +16,10 @@ use crate::config::Window;
 pub const MAX_COST: u64 = 100_000;
 
 /// The client, over one server or a cluster.
+/// (The connection beside the client is for the health check's PING.)
 pub enum Client {
-    Single(Swl<ConnectionManager>),
-    Cluster(Swl<ClusterConnection>),
+    Single(Swl<ConnectionManager>, ConnectionManager),
+    Cluster(Swl<ClusterConnection>, ClusterConnection),
 }
 
 /// The client, and how long any one call may take (REDIS_TIMEOUT).
@@ -30,8 +31,8 @@ pub struct Backend {
 macro_rules! on_client {
     ($client:expr, $swl:ident => $call:expr) => {
         match $client {
-            Client::Single($swl) => $call,
-            Client::Cluster($swl) => $call,
+            Client::Single($swl, _) => $call,
+            Client::Cluster($swl, _) => $call,
         }
     };
 }
@@ -56,6 +57,23 @@ impl Backend {
                     Err(Error::UncertainOutcome(redis::RedisError::from(late)))
                 }),
         }
+    }
+
+    /// Whether Redis answers a PING within the timeout.
+    pub async fn ping(&self) -> bool {
+        let ping = async {
+            let command = redis::cmd("PING");
+            match &self.client {
+                Client::Single(_, connection) => {
+                    command.query_async::<String>(&mut connection.clone()).await
+                }
+                Client::Cluster(_, connection) => {
+                    command.query_async::<String>(&mut connection.clone()).await
+                }
+            }
+        };
+        let timeout = self.timeout.unwrap_or(std::time::Duration::from_secs(10));
+        matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)))
     }
 
     async fn call_untimed(

@@ -64,64 +64,70 @@ async fn connect(settings: &Settings) -> Result<Client, redis::RedisError> {
                 .response_timeout(timeout);
         }
         let connection = builder.build()?.get_async_connection().await?;
-        Ok(Client::Cluster(with_cache!(
-            Swl::new(connection).with_encoding(settings.encoding)
-        )))
+        Ok(Client::Cluster(
+            with_cache!(Swl::new(connection.clone()).with_encoding(settings.encoding)),
+            connection,
+        ))
     } else {
         let client = redis::Client::open(settings.redis_url.as_str())?;
-        let mut config = redis::aio::ConnectionManagerConfig::new().set_number_of_retries(2);
+        // Reconnection tries again at most a second apart (redis-rs's own
+        // backoff grows to a minute, long after Redis is back).
+        let mut config = redis::aio::ConnectionManagerConfig::new()
+            .set_exponent_base(2)
+            .set_factor(2)
+            .set_max_delay(1_000)
+            .set_number_of_retries(3);
         if let Some(timeout) = settings.redis_timeout {
             config = config
                 .set_connection_timeout(timeout)
                 .set_response_timeout(timeout);
         }
         let connection = client.get_connection_manager_with_config(config).await?;
-        Ok(Client::Single(with_cache!(
-            Swl::new(connection).with_encoding(settings.encoding)
-        )))
+        Ok(Client::Single(
+            with_cache!(Swl::new(connection.clone()).with_encoding(settings.encoding)),
+            connection,
+        ))
     }
 }
 
 /// Loads the configuration files; a set that does not load is logged and
 /// leaves the one in force.
-fn reload(
-    service: &Service,
-    settings: &Settings,
-    stats: &Stats,
-    last: &mut Option<Vec<(String, String)>>,
-) {
-    let files = match runtime::read_files(&settings.config_dir, settings.ignore_dot_files) {
-        Ok(files) => files,
-        Err(error) => {
-            if last.is_some() || !service.has_config() {
-                log::error(&format!(
-                    "cannot read the configuration in {}: {error}",
-                    settings.config_dir.display()
-                ));
-            }
-            return;
-        }
-    };
+fn reload(service: &Service, settings: &Settings, stats: &Stats, last: &mut Option<Looked>) {
+    let files =
+        runtime::read_files(&settings.config_dir, settings.ignore_dot_files).map_err(|error| {
+            format!(
+                "cannot read the configuration in {}: {error}",
+                settings.config_dir.display()
+            )
+        });
+    // Said once, not every second.
     if last.as_ref() == Some(&files) {
         return;
     }
-    match Config::load(&files, settings.merge_domains) {
-        Ok(config) => {
-            stats.add("ratelimit.service.config_load_success", 1);
-            log::info(&format!(
-                "loaded the configuration: {} domains from {} files",
-                config.domains(),
-                files.len()
-            ));
-            service.set_config(config);
-        }
-        Err(error) => {
-            stats.add("ratelimit.service.config_load_error", 1);
-            log::error(&format!("error loading new configuration: {error}"));
-        }
+    match &files {
+        Err(why) => log::error(why),
+        Ok(files) => match Config::load(files, settings.merge_domains) {
+            Ok(config) => {
+                stats.add("ratelimit.service.config_load_success", 1);
+                log::info(&format!(
+                    "loaded the configuration: {} domains from {} files",
+                    config.domains(),
+                    files.len()
+                ));
+                service.set_config(config);
+            }
+            Err(error) => {
+                stats.add("ratelimit.service.config_load_error", 1);
+                log::error(&format!("error loading new configuration: {error}"));
+            }
+        },
     }
     *last = Some(files);
 }
+
+/// What the configuration directory held at the last look, or why it
+/// could not be read.
+type Looked = Result<Vec<(String, String)>, String>;
 
 async fn send_statsd(stats: Arc<Stats>, address: String, every: Duration) {
     let Ok(socket) = tokio::net::UdpSocket::bind("0.0.0.0:0").await else {

@@ -64,10 +64,19 @@ impl Service {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(config));
     }
 
-    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, or no configuration at
-    /// start (FORCE_START_WITHOUT_INITIAL_CONFIG) is not healthy either.
-    pub fn healthy_needs_config(&self) -> bool {
-        self.settings.healthy_needs_config || !self.settings.force_start
+    /// Why the health check fails, if it does: with
+    /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, no configuration with a
+    /// domain in it (as the reference counts one), or, with
+    /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, no answer from Redis.
+    pub async fn unhealthy(&self) -> Option<&'static str> {
+        let loaded = self.snapshot().is_some_and(|config| config.domains() > 0);
+        if !loaded && self.settings.healthy_needs_config {
+            return Some("no configuration loaded");
+        }
+        if self.settings.health_checks_redis && !self.backend.ping().await {
+            return Some("Redis does not answer");
+        }
+        None
     }
 
     pub fn has_config(&self) -> bool {

@@ -46,18 +46,20 @@ pub struct Settings {
     pub force_start: bool,
     /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: unhealthy until one loads.
     pub healthy_needs_config: bool,
+    /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: unhealthy while Redis does
+    /// not answer.
+    pub health_checks_redis: bool,
     /// What was set and is ignored, for the start-up log.
     pub ignored: Vec<String>,
 }
 
 /// Settings that only tune the reference's internals: accepted, reported.
-const TUNING: [&str; 43] = [
+const TUNING: [&str; 42] = [
     "REDIS_POOL_SIZE",
     "REDIS_PIPELINE_WINDOW",
     "REDIS_PIPELINE_LIMIT",
     "REDIS_CLUSTER_PIPELINE_PARALLELISM",
     "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-    "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
     "REDIS_STARTUP_INITIAL_INTERVAL",
     "REDIS_STARTUP_MAX_INTERVAL",
     "REDIS_STARTUP_MAX_ELAPSED_TIME",
@@ -378,6 +380,7 @@ impl Settings {
             ignore_dot_files: e.flag("RUNTIME_IGNOREDOTFILES", false)?,
             force_start: e.flag("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
             healthy_needs_config: e.flag("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            health_checks_redis: e.flag("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false)?,
             ignored,
         })
     }

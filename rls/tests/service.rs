@@ -723,3 +723,85 @@ async fn the_local_cache_answers_a_denied_key_without_redis() {
     assert_eq!(calls(&redis), before);
     assert_eq!(redis.entries(&log_key("shop", gil)).len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_comes_back_within_seconds_of_redis() {
+    let mut redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(
+        &redis,
+        CONFIG,
+        &[
+            ("REDIS_TIMEOUT", "500ms"),
+            ("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "true"),
+        ],
+    );
+    let mut client = rls.client().await;
+    let hal: &[(&str, &str)] = &[("user", "hal")];
+    answer(&mut client, request("shop", &[hal], 0)).await;
+    let Redis::Single(server, _) = &mut redis else {
+        unreachable!()
+    };
+    server.stop();
+    // Down long enough to use up the reconnection's tries.
+    let down = std::time::Instant::now();
+    while down.elapsed() < std::time::Duration::from_secs(5) {
+        let failed = client.should_rate_limit(request("shop", &[hal], 0)).await;
+        assert_eq!(failed.unwrap_err().code(), tonic::Code::Unavailable);
+    }
+    assert_eq!(
+        rls.get("/healthcheck"),
+        Some((500, "Redis does not answer".to_string()))
+    );
+    server.start_again();
+    let back = std::time::Instant::now();
+    while client
+        .should_rate_limit(request("shop", &[hal], 0))
+        .await
+        .is_err()
+    {
+        assert!(
+            back.elapsed() < std::time::Duration::from_secs(5),
+            "not back:\n{}",
+            rls.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(rls.get("/healthcheck"), Some((200, "OK".to_string())));
+}
+
+#[test]
+fn json_refuses_what_is_not_a_request_naming_the_field() {
+    let redis = Redis::module(redis_swl_client::Encoding::Compact);
+    let rls = Rls::start(&redis, CONFIG, &[]);
+    let entries = r#""entries":[{"key":"user","value":"ida"}]"#;
+    for (descriptor, why) in [
+        (
+            format!(r#"{{{entries},"hitsAddend":-5}}"#),
+            "descriptors[0].hitsAddend: -5 is not a whole number in range",
+        ),
+        (
+            format!(r#"{{{entries},"hitsAddend":"abc"}}"#),
+            "descriptors[0].hitsAddend: \"abc\" is not a whole number in range",
+        ),
+        (
+            format!(r#"{{{entries},"limit":{{"requestsPerUnit":1,"unit":"FORTNIGHT"}}}}"#),
+            "descriptors[0].limit.unit: \"FORTNIGHT\" is not one of SECOND to YEAR",
+        ),
+    ] {
+        let body = format!(r#"{{"domain":"shop","descriptors":[{descriptor}]}}"#);
+        let (status, text) = rls.http("POST", "/json", &body).unwrap();
+        let text: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((status, text["error"].as_str()), (400, Some(why)), "{body}");
+    }
+    // Hits as protojson writes a 64-bit integer: a string.
+    let body = format!(
+        r#"{{"domain":"shop","hitsAddend":"2","descriptors":[{{{entries},"hitsAddend":"2"}}]}}"#
+    );
+    let (status, text) = rls.http("POST", "/json", &body).unwrap();
+    let text: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (status, &text["statuses"][0]["limitRemaining"]),
+        (200, &serde_json::json!(1))
+    );
+    assert!(redis.entries(&log_key("shop", &[("user", "ida")])).len() == 2);
+}
