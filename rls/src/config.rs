@@ -29,6 +29,14 @@ pub const UNITS: [(&str, i32, u64); 7] = [
 /// The protocol's UNKNOWN unit: what a window of another length reports.
 pub const UNKNOWN_UNIT: i32 = 0;
 
+/// A unit's protocol name (`MINUTE`), or `UNKNOWN`.
+pub fn unit_name(unit: i32) -> &'static str {
+    UNITS
+        .iter()
+        .find(|&&(_, number, _)| number == unit)
+        .map_or("UNKNOWN", |&(name, _, _)| name)
+}
+
 /// The most windows one SWL.CHECK takes.
 const MAX_WINDOWS: usize = 100;
 

@@ -158,13 +158,13 @@ async fn check(
                 .statuses
                 .iter()
                 .map(|s| {
-                    let mut status = json!({"code": code_name(s.code), "limitRemaining": s.limit_remaining});
+                    let mut status =
+                        json!({"code": code_name(s.code), "limitRemaining": s.limit_remaining});
                     if let Some(limit) = &s.current_limit {
                         status["currentLimit"] = json!({
                             "name": limit.name,
                             "requestsPerUnit": limit.requests_per_unit,
-                            "unit": envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit::try_from(limit.unit)
-                                .map_or("UNKNOWN", |u| u.as_str_name()),
+                            "unit": crate::config::unit_name(limit.unit),
                         });
                     }
                     if let Some(reset) = &s.duration_until_reset {

@@ -157,14 +157,9 @@ pub async fn apply(
             .map_err(failed(0))?;
         let limit = v.limit.saturating_sub(1);
         return Ok(Outcome {
-            allowed: v.allowed,
-            window_ms: v.window_ms,
             limit,
-            remaining: v.remaining,
-            retry_after_ms: v.retry_after_ms,
-            reset_after_ms: v.reset_after_ms,
             before: v.allowed.then(|| limit - v.remaining),
-            recorded: 0,
+            ..outcome_of(&v, 0)
         });
     }
     if !forced && hits > largest {
@@ -208,7 +203,7 @@ pub async fn apply(
     }
     // The first reply is of lowered limits unless nothing was lowered.
     let stood = if rest == 0 || recorded > first {
-        outcome_of(&last, hits, recorded)
+        outcome_of(&last, recorded)
     } else {
         status(backend, key, windows)
             .await
@@ -236,7 +231,7 @@ pub async fn apply(
     })
 }
 
-fn outcome_of(v: &Verdict, _hits: u64, recorded: u64) -> Outcome {
+fn outcome_of(v: &Verdict, recorded: u64) -> Outcome {
     Outcome {
         allowed: v.allowed,
         window_ms: v.window_ms,
@@ -260,7 +255,7 @@ async fn status(backend: &Backend, key: &str, windows: &[Window]) -> Result<Outc
         remaining,
         // Below its limit, the window's count is what is not left.
         before: v.allowed.then(|| v.limit - remaining),
-        ..outcome_of(&v, 0, 0)
+        ..outcome_of(&v, 0)
     })
 }
 

@@ -234,32 +234,27 @@ impl Service {
                 .map(|p| apply(&self.backend, &p.key, &p.limit.windows, p.hits, p.forced)),
         )
         .await;
+        // What each descriptor recorded, also where a later call failed.
+        let recorded: Vec<u64> = results
+            .iter()
+            .map(|result| match result {
+                Ok(outcome) => outcome.recorded,
+                Err(failed) => failed.recorded,
+            })
+            .collect();
         let mut outcomes = Vec::with_capacity(results.len());
-        let mut failure = None;
-        for (p, result) in planned.iter().zip(results) {
+        for result in results {
             match result {
-                Ok(outcome) => outcomes.push(Some(outcome)),
+                Ok(outcome) => outcomes.push(outcome),
                 Err(failed) => {
-                    if failed.recorded > 0 {
-                        outcomes.push(Some(Outcome {
-                            recorded: failed.recorded,
-                            ..Outcome::default_for(p)
-                        }));
-                    } else {
-                        outcomes.push(None);
-                    }
-                    failure.get_or_insert(failed.error);
+                    // Nothing half-recorded: what was recorded is given
+                    // back (a call that timed out may or may not have been).
+                    self.give_back_all(&planned, &recorded).await;
+                    crate::log::warn(&format!("redis: {}", failed.error));
+                    return Err(Status::unavailable(format!("redis: {}", failed.error)));
                 }
             }
         }
-        if let Some(error) = failure {
-            // Nothing half-recorded: what was recorded is given back (a
-            // call that timed out may or may not have been).
-            self.give_back_all(&planned, &outcomes).await;
-            crate::log::warn(&format!("redis: {error}"));
-            return Err(Status::unavailable(format!("redis: {error}")));
-        }
-        let outcomes: Vec<Outcome> = outcomes.into_iter().flatten().collect();
 
         let mut statuses: Vec<DescriptorStatus> = (0..count_descriptors)
             .map(|i| DescriptorStatus {
@@ -355,11 +350,7 @@ impl Service {
             self.stats.add("ratelimit.service.global_shadow_mode", 1);
         }
         if overall == Code::OverLimit {
-            self.give_back_all(
-                &planned,
-                &outcomes.iter().copied().map(Some).collect::<Vec<_>>(),
-            )
-            .await;
+            self.give_back_all(&planned, &recorded).await;
         }
         let mut response = RateLimitResponse {
             overall_code: overall as i32,
@@ -382,37 +373,20 @@ impl Service {
         Ok(response)
     }
 
-    async fn give_back_all(&self, planned: &[Planned], outcomes: &[Option<Outcome>]) {
-        let refunds = planned.iter().zip(outcomes).filter_map(|(p, outcome)| {
-            let recorded = if p.forced {
-                0
-            } else {
-                outcome.map_or(0, |o| o.recorded)
-            };
-            (recorded > 0).then(|| give_back(&self.backend, &p.key, &p.limit.windows, recorded))
-        });
+    /// Gives back what each planned descriptor `recorded`, but for forced
+    /// ones (a quota's charge stays).
+    async fn give_back_all(&self, planned: &[Planned], recorded: &[u64]) {
+        let refunds = planned
+            .iter()
+            .zip(recorded)
+            .filter(|(p, &recorded)| !p.forced && recorded > 0)
+            .map(|(p, &recorded)| give_back(&self.backend, &p.key, &p.limit.windows, recorded));
         for result in join_all(refunds).await {
             if let Err(error) = result {
                 crate::log::error(&format!(
                     "giving back a refused request's hits failed: {error}"
                 ));
             }
-        }
-    }
-}
-
-impl Outcome {
-    fn default_for(p: &Planned) -> Outcome {
-        let first = p.limit.windows.first().copied();
-        Outcome {
-            allowed: false,
-            window_ms: first.map_or(0, |w| w.window_ms),
-            limit: first.map_or(0, |w| w.limit),
-            remaining: 0,
-            retry_after_ms: -1,
-            reset_after_ms: 0,
-            before: None,
-            recorded: 0,
         }
     }
 }
@@ -504,8 +478,7 @@ fn metadata(request: &RateLimitRequest, passed: &[usize], planned: &[Planned]) -
                     string(format!(
                         "requests_per_unit:{} unit:{}",
                         limit.requests_per_unit,
-                        envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit::try_from(limit.unit)
-                            .map_or("UNKNOWN", |u| u.as_str_name())
+                        crate::config::unit_name(limit.unit)
                     )),
                 );
             }

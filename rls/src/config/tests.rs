@@ -431,6 +431,10 @@ fn units_of_ours_and_the_references() {
     assert_eq!(parse_unit("Week"), Some((7, 604_800_000)));
     assert_eq!(parse_unit("60s"), Some((2, 60_000)));
     assert_eq!(parse_unit("250ms"), Some((UNKNOWN_UNIT, 250)));
+    assert_eq!(
+        (unit_name(2), unit_name(7), unit_name(0)),
+        ("MINUTE", "WEEK", "UNKNOWN")
+    );
     for bad in [
         "",
         "unknown",
