@@ -261,15 +261,21 @@ def files_and_checksums():
     expect(out.count(": OK\n") == len(listed), "sha256sum -c SHA256SUMS passes", out)
 
 
+def unpack(name, binary, what, unpacked):
+    """Checks that the tarball `name` holds `binary`, LICENSE and README in
+    name/ and carries the LICENSE, and unpacks it into `unpacked`."""
+    with tarfile.open(DIST / f"{name}.tar.gz") as archive:
+        members = sorted(m.name for m in archive.getmembers() if m.isfile())
+        expect(members == [f"{name}/LICENSE", f"{name}/README", f"{name}/{binary}"],
+               f"{name}.tar.gz holds {what}, LICENSE and README in {name}/", str(members))
+        expect(archive.extractfile(f"{name}/LICENSE").read() == LICENSE,
+               f"{name}.tar.gz carries the LICENSE")
+        archive.extractall(unpacked, filter="data")
+
+
 def module_tarballs(unpacked):
     for platform, name in MODULES.items():
-        with tarfile.open(DIST / f"{name}.tar.gz") as archive:
-            members = sorted(m.name for m in archive.getmembers() if m.isfile())
-            expect(members == [f"{name}/LICENSE", f"{name}/README", f"{name}/libredis_swl.so"],
-                   f"{name}.tar.gz holds the module, LICENSE and README in {name}/", str(members))
-            expect(archive.extractfile(f"{name}/LICENSE").read() == LICENSE,
-                   f"{name}.tar.gz carries the LICENSE")
-            archive.extractall(unpacked, filter="data")
+        unpack(name, "libredis_swl.so", "the module", unpacked)
         so = unpacked / name / "libredis_swl.so"
         arch, libc = platform.split("-")
         print(run(["bash", str(ROOT / "scripts" / "check-module.sh"), str(so), arch, libc]).strip())
@@ -278,13 +284,7 @@ def module_tarballs(unpacked):
 
 def service_tarballs(unpacked):
     for platform, name in SERVICES.items():
-        with tarfile.open(DIST / f"{name}.tar.gz") as archive:
-            members = sorted(m.name for m in archive.getmembers() if m.isfile())
-            expect(members == [f"{name}/LICENSE", f"{name}/README", f"{name}/swl-rls"],
-                   f"{name}.tar.gz holds swl-rls, LICENSE and README in {name}/", str(members))
-            expect(archive.extractfile(f"{name}/LICENSE").read() == LICENSE,
-                   f"{name}.tar.gz carries the LICENSE")
-            archive.extractall(unpacked, filter="data")
+        unpack(name, "swl-rls", "swl-rls", unpacked)
         if platform.startswith(os.uname().machine):
             # It runs here, and refuses a setting it does not take, by name.
             done = subprocess.run([str(unpacked / name / "swl-rls")], env={"CONFIG_TYPE": "GRPC_XDS_SOTW"},
