@@ -6,6 +6,7 @@ local integer_of, parse_window, parse = request.integer_of, request.parse_window
 local counts, add_recorded, verdict = window.counts, window.add_recorded, window.verdict
 local ms_until_left = window.ms_until_left
 local zset_log, compact_log = zset.log, compact.log
+local USUAL_READ, USUAL_READ_LAST = packed.USUAL_READ, packed.USUAL_READ_LAST
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
@@ -107,30 +108,51 @@ local function expire_in(key, ms, clock_ms)
   redis_call('PEXPIREAT', key, text)
 end
 
--- The usual check, one window and cost 1 on a packed log of one block,
--- straight through (see packed.check_one): its reply, with the expiry
--- swl_check would set; nil otherwise, having written nothing, and the
--- reply of the GETRANGE of the value's start where it was asked.
-local function usual_check(key, args, clock_ms)
+-- Sets the key to expire `ms` after the call, as expire_in, where the
+-- call has not read the server's clock (`clock_ms` false): PEXPIRE takes
+-- the clock as it runs, a TIME fewer, and is propagated as PEXPIREAT.
+local function expire_after(key, ms, clock_ms)
+  if clock_ms or ms < EXPIRY_CHECKED_BELOW_MS then
+    expire_in(key, ms, clock_ms or server_clock())
+  else
+    redis_call('PEXPIRE', key, num(ms))
+  end
+end
+
+-- The usual check, one window and cost 1 on a packed log, straight
+-- through (see packed.check_kept and packed.check_one): its reply, with
+-- the expiry swl_check would set; nil otherwise, having written nothing,
+-- and the reply of the GETRANGE of the value's start where it was asked,
+-- and the server's clock where it was read (now `*`).
+local function usual_check(key, args)
   local window = parse_window(args[1], args[2])
   if not window then return nil end
-  local now = args[3]
+  local now, clock_ms, seconds, micros = args[3], false, nil, nil
   if now == '*' then
+    clock_ms, seconds, micros = server_clock()
     now = clock_ms
   else
     now = integer_of(now)
     if not now or now > MAX_MS then return nil end
   end
-  -- (An error reply, a table, has length 0: packed.check_one declines it.)
-  local start = redis_pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+  local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
+  -- Anything but a string is declined (an error reply is a table); the
+  -- general path reads the value's start again unless this is all of it.
+  if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
+  local whole = #start < USUAL_READ
   local ms, limit = window.ms, window.limit
-  local allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
-  if allowed == nil then return nil, start end
+  local allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+  if allowed == nil and whole then
+    allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+  end
+  if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   local left = count < limit and limit - count or 0
   if allowed then
-    -- The entry at now is the newest: the key lives a window from it.
-    expire_in(key, ms, clock_ms)
-    return { 1, limit, left, -1, ms, ms }
+    -- The key lives until the newest entry leaves: a window from now,
+    -- where the entry at now is the newest.
+    local reset = newest > now and ms_until_left(newest, ms, now) or ms
+    expire_after(key, reset, clock_ms)
+    return { 1, limit, left, -1, reset, ms }
   end
   -- As verdict's and swl_check's for a denial of one window.
   local retry = -1
@@ -139,9 +161,15 @@ local function usual_check(key, args, clock_ms)
     if retry < 1 then retry = 1 end
   end
   local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
-  local current = redis_call('PEXPIRETIME', key)
-  if current ~= -2 and (current < 0 or current < clock_ms + reset) then
-    expire_in(key, reset, clock_ms)
+  -- The expiry lengthened where it ends before the newest entry leaves.
+  if clock_ms then
+    local current = redis_call('PEXPIRETIME', key)
+    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
+      expire_in(key, reset, clock_ms)
+    end
+  else
+    local ttl = redis_call('PTTL', key)
+    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
   end
   return { 0, limit, left, retry, reset, ms }
 end
@@ -302,13 +330,13 @@ swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), clos
 local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
-  local clock_ms, seconds, micros = server_clock()
-  local start
+  local start, clock_ms, seconds, micros
   if #args == 3 and #keys == 1 and ENCODING == 'compact' then
     local reply
-    reply, start = usual_check(keys[1], args, clock_ms)
+    reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end
   end
+  if not clock_ms then clock_ms, seconds, micros = server_clock() end
   return released(general_check(keys, args, clock_ms, seconds, micros, start))
 end
 

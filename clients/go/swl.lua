@@ -2634,20 +2634,14 @@ local function p_insert(at, count)
   return true
 end
 
--- One entry at `at`, older than the newest, into the block that holds the
--- entries around it, in place where it has room and the entry does not
--- open it: its later low fields up a field, its later high bits up a bit,
--- as they lie, and the blocks after it counting one more entry before
--- them (as the module's insert_in_place). False where it does not go so.
-function Packed.insert_in_place(at)
-  local through = p_count_through(at)
-  if through >= p_live then return false end
-  local index = p_block_of_rank(through)
-  local b = p_block_at(index)
-  local place = through - p_rank_of(index)
+-- One entry at `at` into block `b` as its entry `place` (before the one
+-- there), in its table, where it has room and the entry does not open
+-- it: its later low fields up a field, its later high bits up a bit, as
+-- they lie (as the module's insert_in_place does within the block).
+-- False, having changed nothing, where it does not go so.
+local function p_insert_bits(b, place, at)
   local n, top, l, t, e = b.n, b.top, b.t[8], b.t, b.e
-  local after_live = index == p_head_block and p_head_offset() or 0
-  if place <= after_live or place > n or l > P_MAX_L or n >= P_MAX_N then return false end
+  if place > n or l > P_MAX_L or n >= P_MAX_N then return false end
   local v = at - b.first
   if v < 0 then return false end
   local low = v % POW2[l]
@@ -2678,6 +2672,22 @@ function Packed.insert_in_place(at)
   p_set_u16(t, 13, n + 1)
   p_set_u16(t, 15, new_top)
   b.n, b.top, b.ends = n + 1, new_top, -1
+  return true
+end
+
+-- One entry at `at`, older than the newest, into the block that holds the
+-- entries around it, in place (p_insert_bits), and the blocks after it
+-- counting one more entry before them (as the module's insert_in_place).
+-- False where it does not go so.
+function Packed.insert_in_place(at)
+  local through = p_count_through(at)
+  if through >= p_live then return false end
+  local index = p_block_of_rank(through)
+  local b = p_block_at(index)
+  local place = through - p_rank_of(index)
+  local after_live = index == p_head_block and p_head_offset() or 0
+  if place <= after_live or not p_insert_bits(b, place, at) then return false end
+  local t, e = b.t, b.e
   local start = P_HEADER + index * P_BLOCK
   local parts = { string_char(unpack(t, 13, e)) }
   if index < p_tail then
@@ -3042,6 +3052,229 @@ packed.check_one = function(key, value, floor, limit, now)
   return true, live + 1, now
 end
 
+-- Kept head blocks: a speed trick for a log a client keeps calling,
+-- where the usual check otherwise scans its head block's high bits
+-- twice a call (the oldest entry's select, then the trim's count). The
+-- times of the head block a call on `key` read, checked bit by bit when
+-- first read (p_times: a block kept is well formed, so its times answer
+-- exactly as the module's reads of its bits do), are kept with its
+-- bytes as GETRANGE returns them; a later call that reads the same bytes
+-- takes the times from here. A call that appends into the head block
+-- keeps the bytes it leaves. At most P_KEPT_KEYS_AT_MOST keys are kept,
+-- a key replacing its own, and all are dropped every P_KEPT_CALLS_AT_MOST
+-- calls, so a server whose calls spread over many keys decodes at most
+-- that many blocks that often. Measured by scripts/profile.sh steady:
+-- see docs/DEVELOPMENT.md. Removing packed.check_kept (and its call in
+-- commands.lua) leaves every reply and byte as they are.
+local P_KEPT_KEYS_AT_MOST, P_KEPT_CALLS_AT_MOST = 32, 4096
+-- The head block is read with the first 12 bytes of the block after it:
+-- the trim reads that block's first time, as the module's search does.
+local P_HEAD_READ = P_BLOCK + 12
+-- What the usual check reads of a value first: its header and block 0
+-- as a head block is read (a one-block log's value, mostly, whole).
+local P_USUAL_READ = P_HEADER + P_HEAD_READ
+-- (Its last offset as GETRANGE takes it, P_USUAL_READ - 1: loading a
+-- library sees no tostring.)
+packed.USUAL_READ, packed.USUAL_READ_LAST = P_USUAL_READ, '291'
+local p_kept, p_kept_keys, p_kept_calls = {}, 0, 0
+local p_kept_block, p_tail_block = {}, {}
+
+-- `n` bytes from offset `at` of the value whose first bytes are `start`
+-- (the whole value where `whole`).
+local function p_kept_read(key, start, whole, at, n)
+  if whole or at + n <= #start then return string.sub(start, at + 1, at + n) end
+  return keyspace.getrange(key, at, n)
+end
+
+-- What is kept of the head block `str` of `key`, kept here where it is
+-- not and there is room; nil where it cannot be (not well formed).
+local function p_kept_head(key, str)
+  local k = p_kept[key]
+  if k and k.str == str then return k end
+  if not k and p_kept_keys >= P_KEPT_KEYS_AT_MOST then return nil end
+  local e = #str
+  if e > P_BLOCK then e = P_BLOCK end
+  if e < P_MIN_EXTENT then return nil end
+  local b = p_block(str, 1, e, p_kept_block)
+  local times = {}
+  local ok = p_times(b, times)
+  p_let_go(b)
+  if not ok then return nil end
+  local next_first = false
+  if #str >= P_HEAD_READ then
+    local lo, mid, hi = struct_unpack('<I4I2B', str, P_BLOCK + 1)
+    next_first = lo + mid * 4294967296 + hi * 281474976710656
+  end
+  if not k then p_kept_keys = p_kept_keys + 1 end
+  k = { str = str, times = times, first = b.first, before = b.before, n = b.n, next_first = next_first,
+    tail = false, newest = false }
+  p_kept[key] = k
+  return k
+end
+
+-- The usual check (one window, cost 1) on a packed log of any size whose
+-- head block is kept or can be: the same reads of the same bytes as
+-- open_packed, trim_through, count_above, record and reclaim, taken
+-- straight through, with the header, the head block and the tail block
+-- each read once. `start` is the value's first packed.USUAL_READ bytes
+-- (the header, block 0 and the next block's first 12 bytes), or all of it.
+-- Nil, having written nothing, where the call is not that one (the head
+-- leaves its block, the log empties or needs a new block, an entry older
+-- than the newest, a wait for an entry past the head block, a reclaim,
+-- anything not well formed); otherwise as check_one.
+packed.check_kept = function(key, start, floor, limit, now)
+  local len = #start
+  if len < P_MIN_LEN or string_byte(start, 5) ~= 2 then return nil end
+  p_kept_calls = p_kept_calls + 1
+  if p_kept_calls >= P_KEPT_CALLS_AT_MOST then p_kept, p_kept_keys, p_kept_calls = {}, 0, 0 end
+  local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
+    struct_unpack('<c4BBHI4I4I4I4', start)
+  if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
+      or head_block > tail then
+    return nil
+  end
+  -- The blocks the value has room for: all of them where it was read
+  -- whole, otherwise at least the tail block's.
+  local whole = len < P_USUAL_READ
+  if whole and tail >= p_blocks_in(len) then return nil end
+  local k = p_kept_head(key, p_kept_read(key, start, whole, P_HEADER + head_block * P_BLOCK, P_HEAD_READ))
+  if not k then return nil end
+  opened_string = true
+  local times, hn = k.times, k.n
+  local offset = (rank - k.before) % TWO_32
+  if offset >= hn then return nil end
+  -- The tail block: its fields, and its newest entry's time (kept with
+  -- the bytes it was read from, or that this library wrote last).
+  local t, newest, live, tstr
+  if tail == head_block then
+    newest, live = times[hn], hn - offset
+  else
+    tstr = p_kept_read(key, start, whole, P_HEADER + tail * P_BLOCK, P_BLOCK)
+    if #tstr < P_MIN_EXTENT then return nil end
+    t = p_block(tstr, 1, #tstr, p_tail_block)
+    if k.tail == tstr then
+      newest = k.newest
+    else
+      newest = p_check_ends(t)
+      k.tail, k.newest = tstr, newest
+    end
+    -- As p_head_ends.
+    local past = (t.before - rank) % TWO_32 - (hn - offset)
+    if not newest or t.first < k.first or past < 0 or past > (tail - head_block - 1) * P_MOST_PER_BLOCK then
+      p_let_go(t)
+      return nil
+    end
+    live = (t.before + t.n - rank) % TWO_32
+  end
+  local oldest = live == 1 and newest or times[offset + 1]
+  -- Trimmed, as trim_through: within the head block, or nothing written.
+  local moved = false
+  if floor >= 0 and floor >= oldest then
+    if floor >= newest then return nil end
+    local next_first = tail == head_block + 1 and t.first or k.next_first
+    if tail ~= head_block and not (next_first and next_first > floor) then return nil end
+    local i = offset + 2
+    while i <= hn and times[i] <= floor do i = i + 1 end
+    -- (Past the head block's last entry the head would leave it.)
+    if i > hn then return nil end
+    local dropped = i - 1 - offset
+    rank, offset, live, moved = (rank + dropped) % TWO_32, i - 1, live - dropped, true
+    oldest = live == 1 and newest or times[i]
+  end
+  local allowed = live + 1 <= limit
+  local after = allowed and live + 1 or live
+  -- As reclaim: a call that would copy or recode the value is not this one.
+  if tail == head_block + 1 and offset >= after then return nil end
+  if head_block * 2 >= (whole and p_blocks_in(len) or tail + 1) then return nil end
+  if not allowed then
+    local score
+    if limit >= 1 then
+      -- The entry the wait is for (as score_at), in the head block.
+      local r = live - limit
+      if r == live - 1 then
+        score = newest
+      elseif r == 0 then
+        score = oldest
+      elseif offset + r < hn then
+        score = times[offset + r + 1]
+      else
+        return nil
+      end
+    end
+    if moved then keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block)) end
+    return false, live, newest, score
+  end
+  local str = tstr or k.str
+  if not t then
+    local e = #str
+    if e > P_BLOCK then e = P_BLOCK end
+    t = p_block(str, 1, e, p_tail_block)
+  end
+  if now < newest then
+    -- Behind the newest (servers whose clocks differ a little): into the
+    -- tail block in place, as record's insert_in_place puts it there, or
+    -- nothing written. (The entries through now are counted as
+    -- p_count_through counts them: none before the oldest, in the tail
+    -- block from its first time on.)
+    local place = now >= oldest and now >= t.first and p_count_through_block(t, now)
+    if not place or place >= t.n or place <= (tail == head_block and offset or 0)
+        or not p_insert_bits(t, place, now) then
+      p_let_go(t)
+      return nil
+    end
+    local e = t.e
+    local bytes = string_char(unpack(t.t, 13, e))
+    p_let_go(t)
+    local written = string.sub(str, 1, 12) .. bytes .. string.sub(str, e + 1)
+    if tail == head_block then
+      table.insert(times, place + 1, now)
+      k.n, k.str = hn + 1, written
+    else
+      k.tail, k.newest = written, newest
+    end
+    local at = P_HEADER + tail * P_BLOCK + 12
+    if moved then
+      if tail == 0 then
+        bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
+        at = 8
+      else
+        keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
+      end
+    end
+    keyspace.setrange(key, at, bytes)
+    return true, live + 1, newest
+  end
+  -- The append, as record's: into the tail block, or nothing written.
+  p_value, p_len, p_tail, p_head_block, p_blocks = false, 0, tail, head_block, tail + 1
+  local at, bytes, opened = p_append(t, now, 1)
+  p_let_go(t)
+  if not at or opened then return nil end
+  local within = at - P_HEADER - tail * P_BLOCK
+  local written = string.sub(str, 1, within) .. bytes .. string.sub(str, within + #bytes + 1)
+  if tail == head_block then
+    -- The head block as written: its times and bytes kept, unless its
+    -- entries were laid out anew (an `l` from the gap).
+    if within == 12 then
+      times[hn + 1], k.n, k.str = now, hn + 1, written
+    else
+      p_kept[key], p_kept_keys = nil, p_kept_keys - 1
+    end
+  else
+    k.tail, k.newest = written, now
+  end
+  if moved then
+    if tail == 0 then
+      -- The moved head and the block's changed bytes: one range.
+      bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
+      at = 8
+    else
+      keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
+    end
+  end
+  keyspace.setrange(key, at, bytes)
+  return true, live + 1, now
+end
+
 packed.log = open_packed
 -- The packed log's methods, and whether its key holds a log.
 packed.methods = Packed
@@ -3065,6 +3298,7 @@ local integer_of, parse_window, parse = request.integer_of, request.parse_window
 local counts, add_recorded, verdict = window.counts, window.add_recorded, window.verdict
 local ms_until_left = window.ms_until_left
 local zset_log, compact_log = zset.log, compact.log
+local USUAL_READ, USUAL_READ_LAST = packed.USUAL_READ, packed.USUAL_READ_LAST
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
@@ -3166,30 +3400,51 @@ local function expire_in(key, ms, clock_ms)
   redis_call('PEXPIREAT', key, text)
 end
 
--- The usual check, one window and cost 1 on a packed log of one block,
--- straight through (see packed.check_one): its reply, with the expiry
--- swl_check would set; nil otherwise, having written nothing, and the
--- reply of the GETRANGE of the value's start where it was asked.
-local function usual_check(key, args, clock_ms)
+-- Sets the key to expire `ms` after the call, as expire_in, where the
+-- call has not read the server's clock (`clock_ms` false): PEXPIRE takes
+-- the clock as it runs, a TIME fewer, and is propagated as PEXPIREAT.
+local function expire_after(key, ms, clock_ms)
+  if clock_ms or ms < EXPIRY_CHECKED_BELOW_MS then
+    expire_in(key, ms, clock_ms or server_clock())
+  else
+    redis_call('PEXPIRE', key, num(ms))
+  end
+end
+
+-- The usual check, one window and cost 1 on a packed log, straight
+-- through (see packed.check_kept and packed.check_one): its reply, with
+-- the expiry swl_check would set; nil otherwise, having written nothing,
+-- and the reply of the GETRANGE of the value's start where it was asked,
+-- and the server's clock where it was read (now `*`).
+local function usual_check(key, args)
   local window = parse_window(args[1], args[2])
   if not window then return nil end
-  local now = args[3]
+  local now, clock_ms, seconds, micros = args[3], false, nil, nil
   if now == '*' then
+    clock_ms, seconds, micros = server_clock()
     now = clock_ms
   else
     now = integer_of(now)
     if not now or now > MAX_MS then return nil end
   end
-  -- (An error reply, a table, has length 0: packed.check_one declines it.)
-  local start = redis_pcall('GETRANGE', key, '0', READ_WHOLE_LAST)
+  local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
+  -- Anything but a string is declined (an error reply is a table); the
+  -- general path reads the value's start again unless this is all of it.
+  if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
+  local whole = #start < USUAL_READ
   local ms, limit = window.ms, window.limit
-  local allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
-  if allowed == nil then return nil, start end
+  local allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+  if allowed == nil and whole then
+    allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+  end
+  if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   local left = count < limit and limit - count or 0
   if allowed then
-    -- The entry at now is the newest: the key lives a window from it.
-    expire_in(key, ms, clock_ms)
-    return { 1, limit, left, -1, ms, ms }
+    -- The key lives until the newest entry leaves: a window from now,
+    -- where the entry at now is the newest.
+    local reset = newest > now and ms_until_left(newest, ms, now) or ms
+    expire_after(key, reset, clock_ms)
+    return { 1, limit, left, -1, reset, ms }
   end
   -- As verdict's and swl_check's for a denial of one window.
   local retry = -1
@@ -3198,9 +3453,15 @@ local function usual_check(key, args, clock_ms)
     if retry < 1 then retry = 1 end
   end
   local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
-  local current = redis_call('PEXPIRETIME', key)
-  if current ~= -2 and (current < 0 or current < clock_ms + reset) then
-    expire_in(key, reset, clock_ms)
+  -- The expiry lengthened where it ends before the newest entry leaves.
+  if clock_ms then
+    local current = redis_call('PEXPIRETIME', key)
+    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
+      expire_in(key, reset, clock_ms)
+    end
+  else
+    local ttl = redis_call('PTTL', key)
+    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
   end
   return { 0, limit, left, retry, reset, ms }
 end
@@ -3361,13 +3622,13 @@ swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), clos
 local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
-  local clock_ms, seconds, micros = server_clock()
-  local start
+  local start, clock_ms, seconds, micros
   if #args == 3 and #keys == 1 and ENCODING == 'compact' then
     local reply
-    reply, start = usual_check(keys[1], args, clock_ms)
+    reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end
   end
+  if not clock_ms then clock_ms, seconds, micros = server_clock() end
   return released(general_check(keys, args, clock_ms, seconds, micros, start))
 end
 

@@ -1,0 +1,283 @@
+//! A log a client keeps calling, through the function library and the
+//! module alike: one window, cost 1, call after call on logs of thousands
+//! of entries (the usual check, which the library answers straight through
+//! where it can: see packed.check_kept in lua/packed.lua). Every reply, the
+//! log left and the expiry are compared after each call, while the head
+//! leaves blocks, blocks open, values are copied, calls come behind the
+//! newest, other writers change the key and keys outnumber what the
+//! library keeps of them.
+
+mod support;
+
+use redis::{Connection, Value};
+use support::{contents, for_each_encoding, load_library, server_ms, Contents, Encoding, Server};
+
+/// The window of every call here: an hour.
+const WINDOW: u64 = 3_600_000;
+
+/// A key's log as both can be compared: its times, and a compact log's
+/// bytes (a sorted set's members are the server's clock, not compared).
+fn log_of(con: &mut Connection, key: &str) -> (Vec<f64>, Option<Vec<u8>>) {
+    let log = contents(con, key.as_bytes());
+    let bytes = match &log {
+        Contents::Bytes(bytes) => Some(bytes.clone()),
+        _ => None,
+    };
+    (log.times(), bytes)
+}
+
+/// One check of `limit` at `now` on `key`, by the module or the library,
+/// with the server's clock before and after it and the key's expiry
+/// before and after, read in one transaction.
+fn checked(con: &mut Connection, library: bool, key: &str, limit: u64, now: u64) -> Checked {
+    let mut check = if library {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg("swl_check").arg(1).arg(key);
+        cmd
+    } else {
+        let mut cmd = redis::cmd("SWL.CHECK");
+        cmd.arg(key);
+        cmd
+    };
+    check.arg(WINDOW).arg(limit).arg(now);
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("PEXPIRETIME")
+        .arg(key)
+        .cmd("TIME")
+        .add_command(check)
+        .cmd("TIME")
+        .cmd("PEXPIRETIME")
+        .arg(key);
+    let r: Vec<Value> = pipe.query(con).expect("a check");
+    let ms = |time: &Value| {
+        let (s, us): (u64, u64) = redis::from_redis_value(time).expect("TIME");
+        (s * 1000 + us / 1000) as i64
+    };
+    let integer = |value: &Value| redis::from_redis_value::<i64>(value).expect("PEXPIRETIME");
+    Checked {
+        reply: redis::from_redis_value(&r[2]).expect("a reply"),
+        before: integer(&r[0]),
+        after: integer(&r[4]),
+        started: ms(&r[1]),
+        ended: ms(&r[3]),
+    }
+}
+
+struct Checked {
+    reply: Vec<i64>,
+    before: i64,
+    after: i64,
+    started: i64,
+    ended: i64,
+}
+
+impl Checked {
+    /// Whether the expiry is the one a check leaves: a window from the
+    /// server's clock during the call after an admit (the newest entry is
+    /// at now), and after a denial the one before unless that ended before
+    /// the newest entry leaves (reset_after_ms from the clock).
+    fn expiry_holds(&self) -> bool {
+        let set = (self.started + self.reply[4]..=self.ended + self.reply[4]).contains(&self.after);
+        if self.reply[0] == 1 {
+            return set;
+        }
+        let lengthened = self.before >= 0 && self.before < self.ended + self.reply[4];
+        if lengthened {
+            set
+        } else {
+            self.after == self.before
+        }
+    }
+}
+
+/// The same check on the module's key and the library's: the same reply,
+/// the same log, each expiry as a check leaves it.
+fn check_both(
+    con: &mut Connection,
+    keys: (&str, &str),
+    limit: u64,
+    now: u64,
+    context: &str,
+) -> Vec<i64> {
+    let module = checked(con, false, keys.0, limit, now);
+    let library = checked(con, true, keys.1, limit, now);
+    assert_eq!(library.reply, module.reply, "{context}: the reply at {now}");
+    assert_eq!(
+        log_of(con, keys.1),
+        log_of(con, keys.0),
+        "{context}: the log at {now}"
+    );
+    for (who, call) in [("module", &module), ("library", &library)] {
+        assert!(
+            call.expiry_holds(),
+            "{context}: the {who}'s expiry at {now}: {:?} before {} after {} clock {}..{}",
+            call.reply,
+            call.before,
+            call.after,
+            call.started,
+            call.ended
+        );
+    }
+    module.reply
+}
+
+/// `entries` calls spread over the window, then `calls` more one spacing
+/// apart, each admitted at a limit of twice the entries (trimming one and
+/// adding one), then denials at a limit of the entries, then calls of which
+/// every third comes 30 ms behind the newest: on a module key and a library
+/// key, compared after each call. Returns the replies' admits and denials.
+fn steady(
+    con: &mut Connection,
+    keys: (&str, &str),
+    entries: u64,
+    calls: u64,
+    context: &str,
+) -> (usize, usize) {
+    let spacing = WINDOW / entries;
+    let start = server_ms(con) - WINDOW;
+    let at = |i: u64| start + i * spacing;
+    let (mut admitted, mut denied) = (0, 0);
+    let mut count = |reply: Vec<i64>| {
+        if reply[0] == 1 {
+            admitted += 1
+        } else {
+            denied += 1
+        }
+    };
+    for i in 0..entries + calls {
+        count(check_both(con, keys, 2 * entries, at(i), context));
+    }
+    let next = entries + calls;
+    for _ in 0..20 {
+        count(check_both(con, keys, entries, at(next - 1) + 1, context));
+    }
+    for i in next..next + 60 {
+        let now = if i % 3 == 0 { at(i - 1) - 30 } else { at(i) };
+        count(check_both(con, keys, 2 * entries, now, context));
+    }
+    (admitted, denied)
+}
+
+#[test]
+fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        // One block, a few blocks, many blocks (the head and tail apart).
+        for (entries, calls) in [(10, 400), (300, 700), (3000, 3000)] {
+            let context = format!("{} with {entries} entries", encoding.name());
+            let (admitted, denied) = steady(&mut con, ("m", "l"), entries, calls, &context);
+            assert_eq!(admitted, (entries + calls) as usize + 60, "{context}");
+            assert_eq!(denied, 20, "{context}");
+            if encoding == Encoding::Compact {
+                // Format 2, whose head leaves block 0 past a block's entries.
+                let (_, bytes) = log_of(&mut con, "l");
+                let bytes = bytes.expect("a packed log");
+                assert_eq!(bytes[4], 2, "{context}: format 2");
+            }
+            for key in ["m", "l"] {
+                let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+            }
+        }
+    });
+}
+
+/// The library keeps what it read of a few keys' logs from call to call:
+/// a key changed by another writer in between (the module, or bytes
+/// damaged in the middle of its head block) is read as it now is, and
+/// more keys than it keeps are each answered as the module answers.
+#[test]
+fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let entries = 1000;
+        let spacing = WINDOW / entries;
+        let start = server_ms(&mut con) - WINDOW;
+        let keys: Vec<(String, String)> = (0..40)
+            .map(|k| (format!("m{k}"), format!("l{k}")))
+            .collect();
+        for i in 0..entries + 200 {
+            for (k, (module, library)) in keys.iter().enumerate() {
+                // Only the first key's log fills; the others are called
+                // in turn, more of them than the library keeps.
+                if k > 0 && i % 50 != 0 {
+                    continue;
+                }
+                let now = start + i * spacing;
+                check_both(&mut con, (module, library), 2 * entries, now, context);
+                if k == 0 && i > entries && i % 7 == 0 {
+                    // The module writes both keys between the library's
+                    // calls: it changes the library's log under it.
+                    for key in [module, library] {
+                        module_check(&mut con, key, 2 * entries, now + 1);
+                    }
+                    assert_eq!(
+                        log_of(&mut con, library),
+                        log_of(&mut con, module),
+                        "{context}"
+                    );
+                }
+            }
+        }
+        if encoding != Encoding::Compact {
+            return;
+        }
+        // A byte in the middle of the head block changed on both keys: the
+        // next calls read it as the module does (a refusal or a reply).
+        let head_block = |con: &mut Connection, key: &str| {
+            let (_, bytes) = log_of(con, key);
+            let bytes = bytes.expect("a packed log");
+            u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize
+        };
+        let (module, library) = (&keys[0].0, &keys[0].1);
+        let at = 24 + head_block(&mut con, library) * 256 + 200;
+        assert_eq!(head_block(&mut con, module), head_block(&mut con, library));
+        for key in [module, library] {
+            let _: i64 = redis::cmd("SETRANGE")
+                .arg(key)
+                .arg(at)
+                .arg("\u{7f}")
+                .query(&mut con)
+                .unwrap();
+        }
+        let now = start + (entries + 200) * spacing;
+        let replies = [false, true].map(|library| {
+            let key = if library { &keys[0].1 } else { &keys[0].0 };
+            let mut cmd = if library {
+                let mut cmd = redis::cmd("FCALL");
+                cmd.arg("swl_check").arg(1);
+                cmd
+            } else {
+                redis::cmd("SWL.CHECK")
+            };
+            let reply: redis::RedisResult<Vec<i64>> = cmd
+                .arg(key)
+                .arg(WINDOW)
+                .arg(2 * entries)
+                .arg(now)
+                .query(&mut con);
+            reply.map_err(|e| e.to_string())
+        });
+        assert_eq!(replies[1], replies[0], "after damage: the reply");
+        assert_eq!(
+            log_of(&mut con, library),
+            log_of(&mut con, module),
+            "after damage: the log"
+        );
+    });
+}
+
+fn module_check(con: &mut Connection, key: &str, limit: u64, now: u64) -> Vec<i64> {
+    redis::cmd("SWL.CHECK")
+        .arg(key)
+        .arg(WINDOW)
+        .arg(limit)
+        .arg(now)
+        .query(con)
+        .expect("SWL.CHECK")
+}
