@@ -15,9 +15,10 @@
 # every call here.
 # `steady` counts the library's one-window calls on one log in steady state
 # (scripts/bench.sh's steady workload: ENTRIES entries an hour apart in
-# all, each call one spacing later, trimming one and adding one), admitted
-# and denied, in each encoding beside the usual script's: the figures its
-# targets are judged by, free of the machine's noise.
+# all, each call one spacing later, trimming one and adding one), admitted,
+# denied, and admitted with every third call 30 ms behind the newest, in
+# each encoding beside the usual script's: the figures its targets are
+# judged by, free of the machine's noise.
 # Usage: scripts/profile.sh [admitted|denied|library] [requests] [zset|compact]
 #        scripts/profile.sh steady [calls] [entries]
 set -euo pipefail
@@ -89,11 +90,18 @@ if [ "$workload" = steady ]; then
     script=$(sed -n "/^LUA_AT='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT='//; \$s/'\$//")
     sha=$(cli script load "$script")
     # Calls `from` to `to` - 1 on `key`: `prefix`, then now_ms one spacing
-    # apart (or `fixed`), as bench.sh's steady_calls.
+    # apart (or `fixed`; `behind`: every third 30 ms before the newest), as
+    # bench.sh's steady_calls.
     calls() {
         awk -v prefix="$1" -v from="$2" -v to="$3" -v n="$entries" -v fixed="${4:-}" 'BEGIN {
             s = 3600000 / n
-            for (i = from; i < to; i++) printf "%s %.0f\r\n", prefix, (fixed != "" ? fixed : 1700000000000 + i * s) }'
+            for (i = from; i < to; i++) {
+                t = 1700000000000 + i * s
+                if (fixed == "behind" && i % 3 == 2) t = t - s - 30
+                else if (fixed != "" && fixed != "behind") t = fixed
+                printf "%s %.0f\r\n", prefix, t
+            }
+        }'
     }
     warm=$((entries / 10 > 1000 ? entries / 10 : 1000))
     fixed=$(awk -v n="$entries" -v i=$((entries + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
@@ -108,12 +116,14 @@ if [ "$workload" = steady ]; then
         calls "$prefix 3600000 99999999" 0 "$entries" | cli --pipe >/dev/null 2>&1
         calls "$prefix 3600000 $((2 * entries))" "$entries" $((entries + warm)) | cli --pipe >/dev/null 2>&1
         cli copy st st:denied >/dev/null
+        cli copy st st:behind >/dev/null
         counts[admitted,$path]=$(calls "$prefix 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) | per_call "$command" cli --pipe)
         counts[denied,$path]=$(calls "${prefix/ st/ st:denied} 3600000 $entries" 0 "$requests" "$fixed" | per_call "$command" cli --pipe)
+        counts[behind,$path]=$(calls "${prefix/ st/ st:behind} 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) behind | per_call "$command" cli --pipe)
     done
     echo "Instructions per call, one log of $entries entries in steady state, one window ($requests calls each; the library's ratio to the script)"
     printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "format 1" "" "format 2" ""
-    for name in admitted denied; do
+    for name in admitted denied behind; do
         row 10 "$name"
     done
     exit 0
