@@ -2098,7 +2098,9 @@ fn entries_behind_the_newest_are_coded_alike_by_both() {
                         let args = to_strings(&[&window.to_string(), "1000000", &t.to_string()]);
                         pipe.add_command(command(module, Op::Check, key, &args));
                     }
-                    *got = pipe.query(&mut con).unwrap();
+                    *got = pipe.query(&mut con).unwrap_or_else(|e| {
+                        panic!("{name}, calls {}.. by the module: {module}: {e}", i * 100)
+                    });
                 }
                 assert_eq!(replies[0], replies[1], "{name}, calls {}..", i * 100);
                 let [m, l]: [Vec<u8>; 2] = ["behind:m", "behind:l"]
