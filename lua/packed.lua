@@ -1722,6 +1722,22 @@ local function p_kept_head(key, str)
   return k
 end
 
+-- Writes a check_kept call's `bytes` at `at` in tail block `tail`, and
+-- the head moved to `rank` in block `head_block` where given: the moved
+-- head and block 0's changed bytes as one range, with the bytes between
+-- as `start` (the value's first bytes) holds them.
+local function p_kept_write(key, start, tail, at, bytes, rank, head_block)
+  if rank then
+    if tail == 0 then
+      bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
+      at = 8
+    else
+      keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
+    end
+  end
+  keyspace.setrange(key, at, bytes)
+end
+
 -- The usual check (one window, cost 1) on a packed log of any size whose
 -- head block is kept or can be: the same reads of the same bytes as
 -- open_packed, trim_through, count_above, record and reclaim, taken
@@ -1842,16 +1858,7 @@ packed.check_kept = function(key, start, floor, limit, now)
     else
       k.tail, k.newest = written, newest
     end
-    local at = P_HEADER + tail * P_BLOCK + 12
-    if moved then
-      if tail == 0 then
-        bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
-        at = 8
-      else
-        keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
-      end
-    end
-    keyspace.setrange(key, at, bytes)
+    p_kept_write(key, start, tail, P_HEADER + tail * P_BLOCK + 12, bytes, moved and rank, head_block)
     return true, live + 1, newest
   end
   -- The append, as record's: into the tail block, or nothing written.
@@ -1872,16 +1879,7 @@ packed.check_kept = function(key, start, floor, limit, now)
   else
     k.tail, k.newest = written, now
   end
-  if moved then
-    if tail == 0 then
-      -- The moved head and the block's changed bytes: one range.
-      bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
-      at = 8
-    else
-      keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
-    end
-  end
-  keyspace.setrange(key, at, bytes)
+  p_kept_write(key, start, tail, at, bytes, moved and rank, head_block)
   return true, live + 1, now
 end
 
