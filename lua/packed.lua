@@ -1840,9 +1840,12 @@ packed.check_kept = function(key, start, floor, limit, now)
     -- Behind the newest (servers whose clocks differ a little): into the
     -- tail block in place, as record's insert_in_place puts it there, or
     -- nothing written. (The entries through now are counted as
-    -- p_count_through counts them: none before the oldest, in the tail
-    -- block from its first time on.)
-    local place = now >= oldest and now >= t.first and p_count_through_block(t, now)
+    -- p_count_through counts them: none before the oldest, and in the
+    -- tail block where p_block_through finds it: the block after the head
+    -- block starts no later than now, and so does the tail block.)
+    local in_tail = tail == head_block or tail == head_block + 1
+      or (k.next_first and k.next_first <= now)
+    local place = in_tail and now >= oldest and now >= t.first and p_count_through_block(t, now)
     if not place or place >= t.n or place <= (tail == head_block and offset or 0)
         or not p_insert_bits(t, place, now) then
       p_let_go(t)

@@ -184,6 +184,51 @@ fn a_time_before_the_base_of_a_damaged_log_is_refused() {
     }
 }
 
+/// A format version 2 log of three blocks whose middle block another
+/// writer gave a first time past every entry: an entry just behind the
+/// newest belongs, by the search of blocks' first times, in the head
+/// block after its last entry, where it cannot go in place, and recoding
+/// that block finds the log out of order. Both refuse it and leave the
+/// value as it was. (Only format version 2 has blocks with first times;
+/// the function library's usual check takes a straight path there, which
+/// must search as the general one does.)
+#[test]
+fn an_entry_behind_the_newest_that_a_damaged_block_misplaces_is_refused() {
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
+    let newest = T + 399_000;
+    for behind in [1, 30] {
+        for via in VIAS {
+            let _: () = redis::cmd("DEL").arg("b").query(&mut con).expect("DEL");
+            for i in 0..400u64 {
+                let args = strings(&[HOUR, "1000", &(T + i * 1000).to_string()]);
+                call(&mut con, Via::Module, "check", "b", &args).expect("a check");
+            }
+            let mut value = get(&mut con, "b");
+            let field = |at: usize| {
+                u32::from_le_bytes([value[at], value[at + 1], value[at + 2], value[at + 3]])
+            };
+            let (head_block, tail) = (field(12) as usize, field(16) as usize);
+            assert!(tail >= head_block + 2, "blocks {head_block} to {tail}");
+            // The middle 16 bits of the next block's first time.
+            let at = 24 + (head_block + 1) * 256 + 4;
+            value[at..at + 2].copy_from_slice(&[0xff, 0xff]);
+            let _: () = redis::cmd("SET")
+                .arg("b")
+                .arg(&value)
+                .query(&mut con)
+                .expect("SET");
+            let args = strings(&[HOUR, "1000", &(newest - behind).to_string()]);
+            assert_eq!(
+                call(&mut con, via, "check", "b", &args),
+                Err(WRONGTYPE.to_string()),
+                "{via:?}, {behind} ms behind"
+            );
+            assert_eq!(get(&mut con, "b"), value, "{via:?}, {behind} ms behind");
+        }
+    }
+}
+
 /// Random logs (some of several blocks), damaged by another writer: one
 /// to three bytes of their slots, block headers or header, two blocks (in
 /// format version 1, two runs of slots) swapped, a block's rank or the
