@@ -3143,6 +3143,9 @@ packed.check_kept = function(key, start, floor, limit, now)
   if len < P_MIN_LEN or string_byte(start, 5) ~= 2 then return nil end
   p_kept_calls = p_kept_calls + 1
   if p_kept_calls >= P_KEPT_CALLS_AT_MOST then p_kept, p_kept_keys, p_kept_calls = {}, 0, 0 end
+  -- A key not kept, with no room to keep it, is check_one's or the
+  -- general path's, before any read.
+  if not p_kept[key] and p_kept_keys >= P_KEPT_KEYS_AT_MOST then return nil end
   local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
     struct_unpack('<c4BBHI4I4I4I4', start)
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
