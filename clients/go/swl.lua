@@ -2943,6 +2943,21 @@ function Packed:entries()
   return live
 end
 
+-- Writes what a straight call (check_one, check_kept) changed: the head
+-- moved to `rank` in block `head_block` where given, and `bytes` at `at`
+-- in tail block `tail` where given; with both in block 0, one range from
+-- the head, the bytes between as `start` (the value's first bytes) holds
+-- them.
+local function p_write_straight(key, start, rank, head_block, tail, at, bytes)
+  if rank and bytes and tail == 0 then
+    bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
+    at = 8
+  elseif rank then
+    keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
+  end
+  if bytes then keyspace.setrange(key, at, bytes) end
+end
+
 -- The one block packed.check_one reads: its table, kept from call to call.
 -- (Its metatable is set as a call first reads into it: loading a library
 -- sees no setmetatable.)
@@ -3027,7 +3042,7 @@ packed.check_one = function(key, value, floor, limit, now)
     end
     p_let_go(one)
     if moved then
-      keyspace.setrange(key, 8, struct_pack('<I4I4', head_rank, 0))
+      p_write_straight(key, value, head_rank, 0)
     elseif not known then
       p_remember(value, head_rank, 0, 0, p_blocks_in(len), newest, oldest, live)
     end
@@ -3043,12 +3058,7 @@ packed.check_one = function(key, value, floor, limit, now)
   -- Nothing read is kept: the call ends without packed.release.
   p_value = false
   p_let_go(one)
-  if moved then
-    -- The moved head and the block's changed bytes: one range from the head.
-    bytes = struct_pack('<I4I4', head_rank, 0) .. string.sub(value, 17, at) .. bytes
-    at = 8
-  end
-  keyspace.setrange(key, at, bytes)
+  p_write_straight(key, value, moved and head_rank, 0, 0, at, bytes)
   return true, live + 1, now
 end
 
@@ -3079,6 +3089,14 @@ packed.USUAL_READ, packed.USUAL_READ_LAST = P_USUAL_READ, '291'
 local p_kept, p_kept_keys, p_kept_calls = {}, 0, 0
 local p_kept_block, p_tail_block = {}, {}
 
+-- The block at the start of `str`, bytes read from where it lies (its
+-- extent is at most a block's), in `into`.
+local function p_block_read(str, into)
+  local e = #str
+  if e > P_BLOCK then e = P_BLOCK end
+  return p_block(str, 1, e, into)
+end
+
 -- `n` bytes from offset `at` of the value whose first bytes are `start`
 -- (the whole value where `whole`).
 local function p_kept_read(key, start, whole, at, n)
@@ -3092,10 +3110,8 @@ local function p_kept_head(key, str)
   local k = p_kept[key]
   if k and k.str == str then return k end
   if not k and p_kept_keys >= P_KEPT_KEYS_AT_MOST then return nil end
-  local e = #str
-  if e > P_BLOCK then e = P_BLOCK end
-  if e < P_MIN_EXTENT then return nil end
-  local b = p_block(str, 1, e, p_kept_block)
+  if #str < P_MIN_EXTENT then return nil end
+  local b = p_block_read(str, p_kept_block)
   local times = {}
   local ok = p_times(b, times)
   p_let_go(b)
@@ -3110,22 +3126,6 @@ local function p_kept_head(key, str)
     tail = false, newest = false }
   p_kept[key] = k
   return k
-end
-
--- Writes a check_kept call's `bytes` at `at` in tail block `tail`, and
--- the head moved to `rank` in block `head_block` where given: the moved
--- head and block 0's changed bytes as one range, with the bytes between
--- as `start` (the value's first bytes) holds them.
-local function p_kept_write(key, start, tail, at, bytes, rank, head_block)
-  if rank then
-    if tail == 0 then
-      bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
-      at = 8
-    else
-      keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block))
-    end
-  end
-  keyspace.setrange(key, at, bytes)
 end
 
 -- The usual check (one window, cost 1) on a packed log of any size whose
@@ -3170,7 +3170,7 @@ packed.check_kept = function(key, start, floor, limit, now)
   else
     tstr = p_kept_read(key, start, whole, P_HEADER + tail * P_BLOCK, P_BLOCK)
     if #tstr < P_MIN_EXTENT then return nil end
-    t = p_block(tstr, 1, #tstr, p_tail_block)
+    t = p_block_read(tstr, p_tail_block)
     if k.tail == tstr then
       newest = k.newest
     else
@@ -3220,15 +3220,11 @@ packed.check_kept = function(key, start, floor, limit, now)
         return nil
       end
     end
-    if moved then keyspace.setrange(key, 8, struct_pack('<I4I4', rank, head_block)) end
+    p_write_straight(key, start, moved and rank, head_block)
     return false, live, newest, score
   end
   local str = tstr or k.str
-  if not t then
-    local e = #str
-    if e > P_BLOCK then e = P_BLOCK end
-    t = p_block(str, 1, e, p_tail_block)
-  end
+  if not t then t = p_block_read(str, p_tail_block) end
   if now < newest then
     -- Behind the newest (servers whose clocks differ a little): into the
     -- tail block in place, as record's insert_in_place puts it there, or
@@ -3254,7 +3250,7 @@ packed.check_kept = function(key, start, floor, limit, now)
     else
       k.tail, k.newest = written, newest
     end
-    p_kept_write(key, start, tail, P_HEADER + tail * P_BLOCK + 12, bytes, moved and rank, head_block)
+    p_write_straight(key, start, moved and rank, head_block, tail, P_HEADER + tail * P_BLOCK + 12, bytes)
     return true, live + 1, newest
   end
   -- The append, as record's: into the tail block, or nothing written.
@@ -3275,7 +3271,7 @@ packed.check_kept = function(key, start, floor, limit, now)
   else
     k.tail, k.newest = written, now
   end
-  p_kept_write(key, start, tail, at, bytes, moved and rank, head_block)
+  p_write_straight(key, start, moved and rank, head_block, tail, at, bytes)
   return true, live + 1, now
 end
 
