@@ -3220,7 +3220,7 @@ packed.check_kept = function(key, start, floor, limit, now)
         return nil
       end
     end
-    p_write_straight(key, start, moved and rank, head_block)
+    if moved then p_write_straight(key, start, rank, head_block) end
     return false, live, newest, score
   end
   local str = tstr or k.str
