@@ -119,9 +119,10 @@ local function expire_after(key, ms, clock_ms)
   end
 end
 
--- The usual check, one window and cost 1 on a packed log, straight
--- through (see packed.check_kept and packed.check_one): its reply, with
--- the expiry swl_check would set; nil otherwise, having written nothing,
+-- The usual check, one window and cost 1, straight through where new logs
+-- are packed (see packed.check_kept and packed.check_one) or sorted sets
+-- (zset.check_usual): its reply, with the expiry swl_check would set; nil
+-- otherwise, having written nothing,
 -- and the reply of the GETRANGE of the value's start where it was asked,
 -- and the server's clock where it was read (now `*`).
 local function usual_check(key, args)
@@ -135,17 +136,24 @@ local function usual_check(key, args)
     now = integer_of(now)
     if not now or now > MAX_MS then return nil end
   end
-  local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
-  -- Anything but a string is declined (an error reply is a table); the
-  -- general path reads the value's start again unless this is all of it.
-  if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
-  local whole = #start < USUAL_READ
   local ms, limit = window.ms, window.limit
-  local allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
-  if allowed == nil and whole then
-    allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+  local allowed, count, newest, score
+  if ENCODING == 'zset' then
+    if limit < 1 then return nil, nil, clock_ms, seconds, micros end
+    allowed, count, newest, score = zset.check_usual(key, now - ms, limit, now, seconds, micros)
+    if allowed == nil then return nil, nil, clock_ms, seconds, micros end
+  else
+    local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
+    -- Anything but a string is declined (an error reply is a table); the
+    -- general path reads the value's start again unless this is all of it.
+    if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
+    local whole = #start < USUAL_READ
+    allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+    if allowed == nil and whole then
+      allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+    end
+    if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   end
-  if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   local left = count < limit and limit - count or 0
   if allowed then
     -- The key lives until the newest entry leaves: a window from now,
@@ -325,13 +333,14 @@ end
 
 swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), closing(swl_entries)
 -- The usual check is answered first, with nothing to release after it
--- (only where new logs are packed: elsewhere its logs are few); any other
--- goes on to the general path, released as the other commands are.
+-- (where new logs are packed or sorted sets: under compact1 its logs are
+-- few); any other goes on to the general path, released as the other
+-- commands are.
 local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
   local start, clock_ms, seconds, micros
-  if #args == 3 and #keys == 1 and ENCODING == 'compact' then
+  if #args == 3 and #keys == 1 and ENCODING ~= 'compact1' then
     local reply
     reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end

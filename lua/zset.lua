@@ -25,6 +25,7 @@ local function add_members(key, at, count, member)
     count = count - redis_call('ZADD', key, 'NX', unpack(args))
     member = member + n
   end
+  return member
 end
 
 
@@ -162,4 +163,89 @@ function Zset:entries()
   return times
 end
 
-return { log = zset_log }
+-- The members the usual check adds, where a call need not read the
+-- clock: numbers counted on from the clock of the first such call (its
+-- `seconds` and `micros` where it read them), past the 14 digits wrapped
+-- back (a clash with a member already there takes the next, as any).
+local MEMBERS_FROM, MEMBERS_SPAN = 10000000000000, 90000000000000
+local next_member = false
+local function member_of_usual(seconds, micros)
+  local member = next_member
+  if not member then
+    if not seconds then
+      local t = redis_call('TIME')
+      seconds, micros = t[1] + 0, t[2] + 0
+    end
+    member = MEMBERS_FROM + ((seconds % 90000) * 1000000 + micros) * 1000
+  end
+  if member >= MEMBERS_FROM + MEMBERS_SPAN then member = member - MEMBERS_SPAN end
+  return member
+end
+
+-- Keys whose last usual check was denied: a client over its limit mostly
+-- stays over it for a while, so its next check asks first for the entry
+-- a denial waits for (one ZRANGE by rank, which also tells that the log
+-- is full), where others ask the count first (ZCARD, which an admit
+-- needs). A guess either way costs one command more, never a different
+-- reply. At most DENIED_KEPT_AT_MOST keys of at most DENIED_KEY_AT_MOST
+-- bytes (Lua's memory, which maxmemory does not count, stays a few
+-- hundred KB), all dropped when reached.
+local DENIED_KEPT_AT_MOST, DENIED_KEY_AT_MOST = 1024, 128
+local denied_last, denied_kept = {}, 0
+
+-- The usual check (one window of `limit` >= 1, cost 1, refused over the
+-- limit) on the sorted set in `key` at `now` (the clock's `seconds` and
+-- `micros` where the call read it), trimmed to `floor`, in the commands
+-- it needs and no more: whether it was admitted, its count after, the
+-- newest entry and, denied, the entry whose leaving lets a request in (as
+-- window.verdict reads them); nil where the key holds anything but a
+-- sorted set, having written nothing.
+--   admitted: ZREMRANGEBYSCORE, ZCARD, ZADD, ZCOUNT, PEXPIRE (the usual
+--     script's four and a count of entries after now, for the reset);
+--   denied after a denial: ZREMRANGEBYSCORE, two ZRANGEs, PTTL;
+--   limit 1 or 2: the newest `limit` entries in one ZRANGE, which tell
+--     the count and the newest where they are fewer, whatever came before.
+local function check_usual(key, floor, limit, now, seconds, micros)
+  local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+  if type(trimmed) ~= 'number' then return nil end
+  local from, card, newest = num(-limit), nil, nil
+  if limit <= TAIL_AT_MOST then
+    local entries = redis_call('ZRANGE', key, from, '-1', 'WITHSCORES')
+    local n = #entries
+    if n == 2 * limit then
+      newest = entries[n] + 0
+      return false, limit, newest, entries[2] + 0
+    end
+    card = n / 2
+    if n > 0 then newest = entries[n] + 0 end
+  else
+    if not denied_last[key] then card = redis_call('ZCARD', key) end
+    if not card or card >= limit then
+      local entry = redis_call('ZRANGE', key, from, from, 'WITHSCORES')
+      if entry[2] then
+        if not denied_last[key] and #key <= DENIED_KEY_AT_MOST then
+          if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
+          denied_last[key], denied_kept = true, denied_kept + 1
+        end
+        newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+        return false, limit, newest, entry[2] + 0
+      end
+      denied_last[key] = nil
+      card = card or redis_call('ZCARD', key)
+    end
+  end
+  next_member = add_members(key, now, 1, member_of_usual(seconds, micros))
+  -- As Zset:newest after a record: what it added is the newest unless an
+  -- entry lies after now (no count where the log was empty or its newest
+  -- was read).
+  if newest then
+    if newest < now then newest = now end
+  elseif card > 0 and redis_call('ZCOUNT', key, above(now), '+inf') > 0 then
+    newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+  else
+    newest = now
+  end
+  return true, card + 1, newest
+end
+
+return { log = zset_log, check_usual = check_usual }

@@ -1784,9 +1784,9 @@ fn one_window_calls_issue_the_fewest_commands() {
                     "zrange",
                     "pexpiretime",
                 ];
-                // Limit 1: the entry waited for is the newest, one read.
-                let one_left: &[&str] =
-                    &["time", "zremrangebyscore", "zcard", "zrange", "pexpiretime"];
+                // Limit 1: the entry waited for is the newest, one read,
+                // which also tells that the log is full (no ZCARD).
+                let one_left: &[&str] = &["time", "zremrangebyscore", "zrange", "pexpiretime"];
                 // Into an empty log: what it adds is the newest, no count
                 // of later entries (the usual script's five commands).
                 let new: &[&str] = &["time", "zremrangebyscore", "zcard", "zadd", "pexpireat"];
@@ -1810,11 +1810,39 @@ fn one_window_calls_issue_the_fewest_commands() {
             named(admitted)
         );
         assert_eq!(commands_of(&mut con, "k", admit), named(denied), "denied");
+        if encoding == Encoding::Zset {
+            // Denied again: the entry waited for is asked first, and
+            // shows the log full (no ZCARD).
+            let again: &[&str] = &[
+                "time",
+                "zremrangebyscore",
+                "zrange",
+                "zrange",
+                "pexpiretime",
+            ];
+            assert_eq!(
+                commands_of(&mut con, "k", admit),
+                named(again),
+                "denied again"
+            );
+        }
         assert_eq!(
             commands_of(&mut con, "k", &["60000", "1", "*"]),
             named(one_left),
             "limit 1"
         );
+        if encoding == Encoding::Zset {
+            // Limit 2 on a log of fewer: the one read of the newest two
+            // tells the count and the newest (no ZCARD, no ZCOUNT); with
+            // now_ms passed in, no TIME and a relative expiry.
+            let now = server_ms(&mut con).to_string();
+            let few: &[&str] = &["zremrangebyscore", "zrange", "zadd", "pexpire"];
+            assert_eq!(
+                commands_of(&mut con, "few", &["60000", "2", &now]),
+                named(few),
+                "limit 2"
+            );
+        }
     });
 }
 

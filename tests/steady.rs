@@ -272,6 +272,57 @@ fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
     });
 }
 
+/// Limits of one and two (whose newest entries the library reads in one
+/// go) and larger ones, a key denied call after call then admitted, and
+/// entries after now from another writer: each call answered, and the
+/// log and expiry left, as the module does.
+#[test]
+fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let keys = ("m", "l");
+        // Three calls to a window: limits up to 8 admit some, deny others.
+        let spacing = WINDOW / 3;
+        let start = server_ms(&mut con) - WINDOW;
+        let limits = [1, 2, 3, 5, 2, 1, 8, 4, 2];
+        let (mut admitted, mut denied) = (0, 0);
+        let mut last = start;
+        for i in 0..400u64 {
+            let limit = limits[(i / 3) as usize % limits.len()];
+            // In order, 30 ms behind, or a millisecond after the last call.
+            let now = match i % 5 {
+                4 => start + i * spacing - 30,
+                2 => last + 1,
+                _ => start + i * spacing,
+            };
+            last = now;
+            let reply = check_both(&mut con, keys, limit, now, context);
+            if reply[0] == 1 {
+                admitted += 1;
+            } else {
+                denied += 1;
+            }
+            if i % 13 == 12 {
+                // Another writer: an entry after the next call in both,
+                // every other time into an emptied log.
+                for key in [keys.0, keys.1] {
+                    if i % 26 == 25 {
+                        let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+                    }
+                    module_check(&mut con, key, 1000, now + spacing + 7);
+                }
+            }
+        }
+        assert!(
+            admitted > 100 && denied > 100,
+            "{context}: {admitted} admitted, {denied} denied"
+        );
+    });
+}
+
 fn module_check(con: &mut Connection, key: &str, limit: u64, now: u64) -> Vec<i64> {
     redis::cmd("SWL.CHECK")
         .arg(key)

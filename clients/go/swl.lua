@@ -438,6 +438,7 @@ local function add_members(key, at, count, member)
     count = count - redis_call('ZADD', key, 'NX', unpack(args))
     member = member + n
   end
+  return member
 end
 
 
@@ -575,7 +576,92 @@ function Zset:entries()
   return times
 end
 
-return { log = zset_log }
+-- The members the usual check adds, where a call need not read the
+-- clock: numbers counted on from the clock of the first such call (its
+-- `seconds` and `micros` where it read them), past the 14 digits wrapped
+-- back (a clash with a member already there takes the next, as any).
+local MEMBERS_FROM, MEMBERS_SPAN = 10000000000000, 90000000000000
+local next_member = false
+local function member_of_usual(seconds, micros)
+  local member = next_member
+  if not member then
+    if not seconds then
+      local t = redis_call('TIME')
+      seconds, micros = t[1] + 0, t[2] + 0
+    end
+    member = MEMBERS_FROM + ((seconds % 90000) * 1000000 + micros) * 1000
+  end
+  if member >= MEMBERS_FROM + MEMBERS_SPAN then member = member - MEMBERS_SPAN end
+  return member
+end
+
+-- Keys whose last usual check was denied: a client over its limit mostly
+-- stays over it for a while, so its next check asks first for the entry
+-- a denial waits for (one ZRANGE by rank, which also tells that the log
+-- is full), where others ask the count first (ZCARD, which an admit
+-- needs). A guess either way costs one command more, never a different
+-- reply. At most DENIED_KEPT_AT_MOST keys of at most DENIED_KEY_AT_MOST
+-- bytes (Lua's memory, which maxmemory does not count, stays a few
+-- hundred KB), all dropped when reached.
+local DENIED_KEPT_AT_MOST, DENIED_KEY_AT_MOST = 1024, 128
+local denied_last, denied_kept = {}, 0
+
+-- The usual check (one window of `limit` >= 1, cost 1, refused over the
+-- limit) on the sorted set in `key` at `now` (the clock's `seconds` and
+-- `micros` where the call read it), trimmed to `floor`, in the commands
+-- it needs and no more: whether it was admitted, its count after, the
+-- newest entry and, denied, the entry whose leaving lets a request in (as
+-- window.verdict reads them); nil where the key holds anything but a
+-- sorted set, having written nothing.
+--   admitted: ZREMRANGEBYSCORE, ZCARD, ZADD, ZCOUNT, PEXPIRE (the usual
+--     script's four and a count of entries after now, for the reset);
+--   denied after a denial: ZREMRANGEBYSCORE, two ZRANGEs, PTTL;
+--   limit 1 or 2: the newest `limit` entries in one ZRANGE, which tell
+--     the count and the newest where they are fewer, whatever came before.
+local function check_usual(key, floor, limit, now, seconds, micros)
+  local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+  if type(trimmed) ~= 'number' then return nil end
+  local from, card, newest = num(-limit), nil, nil
+  if limit <= TAIL_AT_MOST then
+    local entries = redis_call('ZRANGE', key, from, '-1', 'WITHSCORES')
+    local n = #entries
+    if n == 2 * limit then
+      newest = entries[n] + 0
+      return false, limit, newest, entries[2] + 0
+    end
+    card = n / 2
+    if n > 0 then newest = entries[n] + 0 end
+  else
+    if not denied_last[key] then card = redis_call('ZCARD', key) end
+    if not card or card >= limit then
+      local entry = redis_call('ZRANGE', key, from, from, 'WITHSCORES')
+      if entry[2] then
+        if not denied_last[key] and #key <= DENIED_KEY_AT_MOST then
+          if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
+          denied_last[key], denied_kept = true, denied_kept + 1
+        end
+        newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+        return false, limit, newest, entry[2] + 0
+      end
+      denied_last[key] = nil
+      card = card or redis_call('ZCARD', key)
+    end
+  end
+  next_member = add_members(key, now, 1, member_of_usual(seconds, micros))
+  -- As Zset:newest after a record: what it added is the newest unless an
+  -- entry lies after now (no count where the log was empty or its newest
+  -- was read).
+  if newest then
+    if newest < now then newest = now end
+  elseif card > 0 and redis_call('ZCOUNT', key, above(now), '+inf') > 0 then
+    newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+  else
+    newest = now
+  end
+  return true, card + 1, newest
+end
+
+return { log = zset_log, check_usual = check_usual }
 end)()
 
 --[[ ======== keyspace: lua/keyspace.lua (mirrors src/redis/compact.rs) ======== ]]
@@ -3411,9 +3497,10 @@ local function expire_after(key, ms, clock_ms)
   end
 end
 
--- The usual check, one window and cost 1 on a packed log, straight
--- through (see packed.check_kept and packed.check_one): its reply, with
--- the expiry swl_check would set; nil otherwise, having written nothing,
+-- The usual check, one window and cost 1, straight through where new logs
+-- are packed (see packed.check_kept and packed.check_one) or sorted sets
+-- (zset.check_usual): its reply, with the expiry swl_check would set; nil
+-- otherwise, having written nothing,
 -- and the reply of the GETRANGE of the value's start where it was asked,
 -- and the server's clock where it was read (now `*`).
 local function usual_check(key, args)
@@ -3427,17 +3514,24 @@ local function usual_check(key, args)
     now = integer_of(now)
     if not now or now > MAX_MS then return nil end
   end
-  local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
-  -- Anything but a string is declined (an error reply is a table); the
-  -- general path reads the value's start again unless this is all of it.
-  if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
-  local whole = #start < USUAL_READ
   local ms, limit = window.ms, window.limit
-  local allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
-  if allowed == nil and whole then
-    allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+  local allowed, count, newest, score
+  if ENCODING == 'zset' then
+    if limit < 1 then return nil, nil, clock_ms, seconds, micros end
+    allowed, count, newest, score = zset.check_usual(key, now - ms, limit, now, seconds, micros)
+    if allowed == nil then return nil, nil, clock_ms, seconds, micros end
+  else
+    local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
+    -- Anything but a string is declined (an error reply is a table); the
+    -- general path reads the value's start again unless this is all of it.
+    if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
+    local whole = #start < USUAL_READ
+    allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+    if allowed == nil and whole then
+      allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
+    end
+    if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   end
-  if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
   local left = count < limit and limit - count or 0
   if allowed then
     -- The key lives until the newest entry leaves: a window from now,
@@ -3617,13 +3711,14 @@ end
 
 swl_peek, swl_refund, swl_entries = closing(swl_peek), closing(swl_refund), closing(swl_entries)
 -- The usual check is answered first, with nothing to release after it
--- (only where new logs are packed: elsewhere its logs are few); any other
--- goes on to the general path, released as the other commands are.
+-- (where new logs are packed or sorted sets: under compact1 its logs are
+-- few); any other goes on to the general path, released as the other
+-- commands are.
 local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
   local start, clock_ms, seconds, micros
-  if #args == 3 and #keys == 1 and ENCODING == 'compact' then
+  if #args == 3 and #keys == 1 and ENCODING ~= 'compact1' then
     local reply
     reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end
