@@ -128,6 +128,14 @@ end
 local function usual_check(key, args)
   local window = parse_window(args[1], args[2])
   if not window then return nil end
+  -- A second window (WINDOW ms limit), on packed logs: the wider one
+  -- trims, and both count.
+  local second
+  if #args == 6 then
+    if ENCODING == 'zset' or string.upper(args[4]) ~= 'WINDOW' then return nil end
+    second = parse_window(args[5], args[6])
+    if not second then return nil end
+  end
   local now, clock_ms, seconds, micros = args[3], false, nil, nil
   if now == '*' then
     clock_ms, seconds, micros = server_clock()
@@ -148,6 +156,24 @@ local function usual_check(key, args)
     -- general path reads the value's start again unless this is all of it.
     if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
     local whole = #start < USUAL_READ
+    if second then
+      local wide, narrow = window, second
+      if second.ms > window.ms then wide, narrow = second, window end
+      local narrow_count
+      allowed, count, newest, score, narrow_count =
+        packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
+      if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
+      -- Admitted (a denial is the general path's): the window with the
+      -- fewest left binds, the first where they tie, as verdict's.
+      local left = window.limit - (wide == window and count or narrow_count)
+      local second_left = second.limit - (wide == second and count or narrow_count)
+      local bound = window
+      if second_left < left then bound, left = second, second_left end
+      ms = wide.ms
+      local reset = newest > now and ms_until_left(newest, ms, now) or ms
+      expire_after(key, reset, clock_ms)
+      return { 1, bound.limit, left, -1, reset, bound.ms }
+    end
     allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
     if allowed == nil and whole then
       allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
@@ -340,7 +366,7 @@ local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
   local start, clock_ms, seconds, micros
-  if #args == 3 and #keys == 1 and ENCODING ~= 'compact1' then
+  if (#args == 3 or #args == 6) and #keys == 1 and ENCODING ~= 'compact1' then
     local reply
     reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end

@@ -3214,6 +3214,68 @@ local function p_kept_head(key, str)
   return k
 end
 
+-- Block_through's search of the blocks between `head_block` and `tail`
+-- of the value in `key`, as the module makes it: the last block whose
+-- first time is at most `at`, probing first the block SEARCHED_FIRST
+-- before the tail, each probe a read of a block's first time (as the
+-- general path reads it: the same comparisons, so a damaged log is
+-- searched alike).
+local function p_kept_search(key, head_block, tail, at)
+  local function through(index)
+    local lo, mid, hi = struct_unpack('<I4I2B', keyspace.getrange(key, P_HEADER + index * P_BLOCK, 7))
+    return lo + mid * 4294967296 + hi * 281474976710656 <= at
+  end
+  local low, high = head_block + 1, tail - 1
+  if tail - head_block > 2 then
+    local from = tail - P_REGION_BLOCKS
+    if from < low then from = low end
+    if through(from) then low = from else high = from - 1 end
+  end
+  local from, to = 0, high - low
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if through(low + 1 + mid) then from = mid + 1 else to = mid end
+  end
+  return low + from
+end
+
+-- Live entries at or before `at` (as p_count_through), where the call
+-- trimmed to a floor below it: the head block (kept `k`, its live
+-- entries from `offset`), the tail block `t` (nil where it is the head
+-- block) from `rank`, `live` entries from `oldest` to `newest`. Nil
+-- where the module's search would look between them (not this call's).
+local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tail, live, oldest, newest)
+  if at >= newest then return live end
+  if at < oldest then return 0 end
+  local through
+  local next_first = tail == head_block + 1 and t.first or k.next_first
+  if tail ~= head_block and not next_first then return nil end
+  if tail == head_block or next_first > at then
+    -- As p_count_through_block over the head block's times, which
+    -- p_times checked read as the module reads their bits.
+    local times, n = k.times, 1
+    while n <= k.n and times[n] <= at do n = n + 1 end
+    through = n - 1 - offset
+  else
+    local b = t
+    if t.first > at then
+      -- The module's search of the blocks between (block_through's),
+      -- then the block found, read.
+      local index = p_kept_search(key, head_block, tail, at)
+      local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
+      if #str < P_MIN_EXTENT then return nil end
+      b = p_block_read(str, p_kept_block)
+    end
+    local d = (b.before - rank) % TWO_32
+    if d >= TWO_31 then d = d - TWO_32 end
+    through = d + p_count_through_block(b, at)
+    if b ~= t then p_let_go(b) end
+  end
+  if through < 0 then return 0 end
+  if through > live then return live end
+  return through
+end
+
 -- The usual check (one window, cost 1) on a packed log of any size whose
 -- head block is kept or can be: the same reads of the same bytes as
 -- open_packed, trim_through, count_above, record and reclaim, taken
@@ -3223,8 +3285,11 @@ end
 -- Nil, having written nothing, where the call is not that one (the head
 -- leaves its block, the log empties or needs a new block, an entry older
 -- than the newest, a wait for an entry past the head block, a reclaim,
--- anything not well formed); otherwise as check_one.
-packed.check_kept = function(key, start, floor, limit, now)
+-- anything not well formed); otherwise as check_one. With a second,
+-- narrower window (entries above `narrow_floor`, at most `narrow_limit`)
+-- the same where both admit and the narrow one's count is found in the
+-- head or tail block, with that count after the call as well.
+packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow_limit)
   local len = #start
   if len < P_MIN_LEN or string_byte(start, 5) ~= 2 then return nil end
   p_kept_calls = p_kept_calls + 1
@@ -3287,6 +3352,21 @@ packed.check_kept = function(key, start, floor, limit, now)
     oldest = live == 1 and newest or times[i]
   end
   local allowed = live + 1 <= limit
+  local narrow
+  if narrow_floor then
+    -- The narrow window's count (as counts, after the trim); a denial is
+    -- the general path's.
+    narrow = live
+    if narrow_floor >= 0 and narrow_floor > floor then
+      local through = p_kept_count_through(key, k, t, narrow_floor, rank, offset, head_block, tail, live, oldest, newest)
+      if not through then return nil end
+      narrow = live - through
+    end
+    if not allowed or narrow + 1 > narrow_limit then
+      if t then p_let_go(t) end
+      return nil
+    end
+  end
   local after = allowed and live + 1 or live
   -- As reclaim: a call that would copy or recode the value is not this one.
   if tail == head_block + 1 and offset >= after then return nil end
@@ -3337,7 +3417,7 @@ packed.check_kept = function(key, start, floor, limit, now)
       k.tail, k.newest = written, newest
     end
     p_write_straight(key, start, moved and rank, head_block, tail, P_HEADER + tail * P_BLOCK + 12, bytes)
-    return true, live + 1, newest
+    return true, live + 1, newest, nil, narrow and narrow + 1
   end
   -- The append, as record's: into the tail block, or nothing written.
   p_value, p_len, p_tail, p_head_block, p_blocks = false, 0, tail, head_block, tail + 1
@@ -3358,7 +3438,7 @@ packed.check_kept = function(key, start, floor, limit, now)
     k.tail, k.newest = written, now
   end
   p_write_straight(key, start, moved and rank, head_block, tail, at, bytes)
-  return true, live + 1, now
+  return true, live + 1, now, nil, narrow and narrow + 1
 end
 
 packed.log = open_packed
@@ -3506,6 +3586,14 @@ end
 local function usual_check(key, args)
   local window = parse_window(args[1], args[2])
   if not window then return nil end
+  -- A second window (WINDOW ms limit), on packed logs: the wider one
+  -- trims, and both count.
+  local second
+  if #args == 6 then
+    if ENCODING == 'zset' or string.upper(args[4]) ~= 'WINDOW' then return nil end
+    second = parse_window(args[5], args[6])
+    if not second then return nil end
+  end
   local now, clock_ms, seconds, micros = args[3], false, nil, nil
   if now == '*' then
     clock_ms, seconds, micros = server_clock()
@@ -3526,6 +3614,24 @@ local function usual_check(key, args)
     -- general path reads the value's start again unless this is all of it.
     if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
     local whole = #start < USUAL_READ
+    if second then
+      local wide, narrow = window, second
+      if second.ms > window.ms then wide, narrow = second, window end
+      local narrow_count
+      allowed, count, newest, score, narrow_count =
+        packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
+      if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
+      -- Admitted (a denial is the general path's): the window with the
+      -- fewest left binds, the first where they tie, as verdict's.
+      local left = window.limit - (wide == window and count or narrow_count)
+      local second_left = second.limit - (wide == second and count or narrow_count)
+      local bound = window
+      if second_left < left then bound, left = second, second_left end
+      ms = wide.ms
+      local reset = newest > now and ms_until_left(newest, ms, now) or ms
+      expire_after(key, reset, clock_ms)
+      return { 1, bound.limit, left, -1, reset, bound.ms }
+    end
     allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
     if allowed == nil and whole then
       allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
@@ -3718,7 +3824,7 @@ local general_check = swl_check
 swl_check = function(keys, args)
   if not redis_call then bind_globals() end
   local start, clock_ms, seconds, micros
-  if #args == 3 and #keys == 1 and ENCODING ~= 'compact1' then
+  if (#args == 3 or #args == 6) and #keys == 1 and ENCODING ~= 'compact1' then
     local reply
     reply, start, clock_ms, seconds, micros = usual_check(keys[1], args)
     if reply then return reply end

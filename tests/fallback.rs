@@ -1831,6 +1831,20 @@ fn one_window_calls_issue_the_fewest_commands() {
             named(one_left),
             "limit 1"
         );
+        if encoding == Encoding::Compact {
+            // Two windows on a packed log: straight through as one.
+            let two = ["60000", "10", "*", "WINDOW", "1000", "10"];
+            assert_eq!(
+                commands_of(&mut con, "two", &two[..3]),
+                named(&["time", "getrange", "type", "set", "pexpireat"]),
+                "a new log"
+            );
+            assert_eq!(
+                commands_of(&mut con, "two", &two),
+                named(&["time", "getrange", "setrange", "pexpireat"]),
+                "two windows"
+            );
+        }
         if encoding == Encoding::Zset {
             // Limit 2 on a log of fewer: the one read of the newest two
             // tells the count and the newest (no ZCARD, no ZCOUNT); with

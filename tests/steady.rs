@@ -26,10 +26,20 @@ fn log_of(con: &mut Connection, key: &str) -> (Vec<f64>, Option<Vec<u8>>) {
     (log.times(), bytes)
 }
 
-/// One check of `limit` at `now` on `key`, by the module or the library,
-/// with the server's clock before and after it and the key's expiry
-/// before and after, read in one transaction.
-fn checked(con: &mut Connection, library: bool, key: &str, limit: u64, now: u64) -> Checked {
+/// A second window of a check: its milliseconds and limit.
+type Second = Option<(u64, u64)>;
+
+/// One check of `limit` at `now` on `key` (and a `second` window), by
+/// the module or the library, with the server's clock before and after
+/// it and the key's expiry before and after, read in one transaction.
+fn checked(
+    con: &mut Connection,
+    library: bool,
+    key: &str,
+    limit: u64,
+    now: u64,
+    second: Second,
+) -> Checked {
     let mut check = if library {
         let mut cmd = redis::cmd("FCALL");
         cmd.arg("swl_check").arg(1).arg(key);
@@ -40,6 +50,9 @@ fn checked(con: &mut Connection, library: bool, key: &str, limit: u64, now: u64)
         cmd
     };
     check.arg(WINDOW).arg(limit).arg(now);
+    if let Some((ms, limit)) = second {
+        check.arg("WINDOW").arg(ms).arg(limit);
+    }
     let mut pipe = redis::pipe();
     pipe.atomic()
         .cmd("PEXPIRETIME")
@@ -100,8 +113,20 @@ fn check_both(
     now: u64,
     context: &str,
 ) -> Vec<i64> {
-    let module = checked(con, false, keys.0, limit, now);
-    let library = checked(con, true, keys.1, limit, now);
+    check_both_windows(con, keys, limit, now, None, context)
+}
+
+/// check_both with a `second` window.
+fn check_both_windows(
+    con: &mut Connection,
+    keys: (&str, &str),
+    limit: u64,
+    now: u64,
+    second: Second,
+    context: &str,
+) -> Vec<i64> {
+    let module = checked(con, false, keys.0, limit, now, second);
+    let library = checked(con, true, keys.1, limit, now, second);
     assert_eq!(library.reply, module.reply, "{context}: the reply at {now}");
     assert_eq!(
         log_of(con, keys.1),
@@ -269,6 +294,87 @@ fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
             log_of(&mut con, module),
             "after damage: the log"
         );
+    });
+}
+
+/// Two windows, an hour and a narrower one (or a wider one named second),
+/// on logs of one block to many: the narrow window's floor in the head
+/// block, the tail block or the blocks between, each window binding in
+/// turn, calls behind the newest, and denials in the narrow window only.
+#[test]
+fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
+    for_each_encoding(|encoding| {
+        let server = Server::with(encoding.config());
+        load_library(&server, encoding);
+        let mut con = server.connect();
+        for entries in [10, 300, 12_000] {
+            let context = format!("{} with {entries} entries", encoding.name());
+            let keys = ("m", "l");
+            let spacing = WINDOW / entries;
+            let start = server_ms(&mut con) - WINDOW;
+            let at = |i: u64| start + i * spacing;
+            // Filled in one pipeline each, compared once.
+            let mut fill = redis::pipe();
+            for i in 0..entries {
+                fill.cmd("SWL.CHECK")
+                    .arg(keys.0)
+                    .arg(WINDOW)
+                    .arg(2 * entries)
+                    .arg(at(i));
+                fill.cmd("FCALL").arg("swl_check").arg(1).arg(keys.1);
+                fill.arg(WINDOW).arg(2 * entries).arg(at(i));
+            }
+            let _: Vec<Value> = fill.query(&mut con).expect("the calls that fill");
+            assert_eq!(
+                log_of(&mut con, keys.1),
+                log_of(&mut con, keys.0),
+                "{context}"
+            );
+            let (mut admitted, mut denied) = (0, 0);
+            for i in entries..entries + 240 {
+                let now = if i % 5 == 4 { at(i - 1) - 30 } else { at(i) };
+                let second = match i % 4 {
+                    // Ten minutes (blocks between head and tail on the
+                    // largest log), binding: fewer left than the hour.
+                    0 => (600_000, 600_000 / spacing + 2),
+                    // Half an hour with as many left as the hour: the
+                    // first window binds.
+                    1 => {
+                        let left = |con: &mut Connection, ms: u64, limit: u64| -> u64 {
+                            let reply: Vec<i64> = redis::cmd("SWL.PEEK")
+                                .arg(keys.0)
+                                .arg(ms)
+                                .arg(limit)
+                                .arg(now)
+                                .query(con)
+                                .expect("SWL.PEEK");
+                            reply[2] as u64
+                        };
+                        let hour = left(&mut con, WINDOW, 2 * entries);
+                        let half = left(&mut con, WINDOW / 2, 2 * entries);
+                        (WINDOW / 2, 2 * entries - half + hour)
+                    }
+                    // Three calls' time, full: denied.
+                    2 => (3 * spacing, 2),
+                    // Wider than the first: it trims.
+                    _ => (2 * WINDOW, 3 * entries),
+                };
+                let reply =
+                    check_both_windows(&mut con, keys, 2 * entries, now, Some(second), &context);
+                if reply[0] == 1 {
+                    admitted += 1;
+                } else {
+                    denied += 1;
+                }
+            }
+            assert!(
+                admitted > 120 && denied > 20,
+                "{context}: {admitted} admitted, {denied} denied"
+            );
+            for key in [keys.0, keys.1] {
+                let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+            }
+        }
     });
 }
 
