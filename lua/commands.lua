@@ -119,6 +119,20 @@ local function expire_after(key, ms, clock_ms)
   end
 end
 
+-- A denial's expiry, as swl_check sets it: lengthened where it ends
+-- before the newest entry leaves, `reset` ms from the call.
+local function deny_expiry(key, reset, clock_ms)
+  if clock_ms then
+    local current = redis_call('PEXPIRETIME', key)
+    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
+      expire_in(key, reset, clock_ms)
+    end
+  else
+    local ttl = redis_call('PTTL', key)
+    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
+  end
+end
+
 -- The usual check, one window and cost 1, straight through where new logs
 -- are packed (see packed.check_kept and packed.check_one) or sorted sets
 -- (zset.check_usual): its reply, with the expiry swl_check would set; nil
@@ -159,20 +173,43 @@ local function usual_check(key, args)
     if second then
       local wide, narrow = window, second
       if second.ms > window.ms then wide, narrow = second, window end
-      local narrow_count
-      allowed, count, newest, score, narrow_count =
+      local narrow_count, narrow_score
+      allowed, count, newest, score, narrow_count, narrow_score =
         packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
       if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
-      -- Admitted (a denial is the general path's): the window with the
-      -- fewest left binds, the first where they tie, as verdict's.
-      local left = window.limit - (wide == window and count or narrow_count)
-      local second_left = second.limit - (wide == second and count or narrow_count)
-      local bound = window
-      if second_left < left then bound, left = second, second_left end
-      ms = wide.ms
-      local reset = newest > now and ms_until_left(newest, ms, now) or ms
-      expire_after(key, reset, clock_ms)
-      return { 1, bound.limit, left, -1, reset, bound.ms }
+      local first_count = wide == window and count or narrow_count
+      local second_count = wide == second and count or narrow_count
+      if allowed then
+        -- The window with the fewest left binds, the first where they
+        -- tie, as verdict's.
+        local left, bound = window.limit - first_count, window
+        if second.limit - second_count < left then bound, left = second, second.limit - second_count end
+        local reset = newest > now and ms_until_left(newest, wide.ms, now) or wide.ms
+        expire_after(key, reset, clock_ms)
+        return { 1, bound.limit, left, -1, reset, bound.ms }
+      end
+      -- Denied: among the windows it does not fit, the longest wait binds
+      -- (-1, where waiting cannot help, the longest), the first where they
+      -- tie, as verdict's (check_kept declines waits past 2^53 ms).
+      local bound, bound_count, bound_retry
+      for i = 1, 2 do
+        local w = i == 1 and window or second
+        local w_count = i == 1 and first_count or second_count
+        if w_count + 1 > w.limit then
+          local retry = -1
+          if w.limit >= 1 then
+            retry = ms_until_left(w == wide and score or narrow_score, w.ms, now)
+            if retry < 1 then retry = 1 end
+          end
+          if not bound or (bound_retry ~= -1 and (retry == -1 or retry > bound_retry)) then
+            bound, bound_count, bound_retry = w, w_count, retry
+          end
+        end
+      end
+      local left = bound_count < bound.limit and bound.limit - bound_count or 0
+      local reset = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
+      deny_expiry(key, reset, clock_ms)
+      return { 0, bound.limit, left, bound_retry, reset, bound.ms }
     end
     allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
     if allowed == nil and whole then
@@ -195,16 +232,7 @@ local function usual_check(key, args)
     if retry < 1 then retry = 1 end
   end
   local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
-  -- The expiry lengthened where it ends before the newest entry leaves.
-  if clock_ms then
-    local current = redis_call('PEXPIRETIME', key)
-    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
-      expire_in(key, reset, clock_ms)
-    end
-  else
-    local ttl = redis_call('PTTL', key)
-    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
-  end
+  deny_expiry(key, reset, clock_ms)
   return { 0, limit, left, retry, reset, ms }
 end
 

@@ -333,34 +333,49 @@ fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
             let (mut admitted, mut denied) = (0, 0);
             for i in entries..entries + 240 {
                 let now = if i % 5 == 4 { at(i - 1) - 30 } else { at(i) };
-                let second = match i % 4 {
+                // What the module's log would reply to one window.
+                let peek = |con: &mut Connection, ms: u64, limit: u64| -> Vec<i64> {
+                    redis::cmd("SWL.PEEK")
+                        .arg(keys.0)
+                        .arg(ms)
+                        .arg(limit)
+                        .arg(now)
+                        .query(con)
+                        .expect("SWL.PEEK")
+                };
+                let mut limit = 2 * entries;
+                let second = match i % 8 {
                     // Ten minutes (blocks between head and tail on the
                     // largest log), binding: fewer left than the hour.
-                    0 => (600_000, 600_000 / spacing + 2),
+                    0 | 4 => (600_000, 600_000 / spacing + 2),
                     // Half an hour with as many left as the hour: the
                     // first window binds.
-                    1 => {
-                        let left = |con: &mut Connection, ms: u64, limit: u64| -> u64 {
-                            let reply: Vec<i64> = redis::cmd("SWL.PEEK")
-                                .arg(keys.0)
-                                .arg(ms)
-                                .arg(limit)
-                                .arg(now)
-                                .query(con)
-                                .expect("SWL.PEEK");
-                            reply[2] as u64
-                        };
-                        let hour = left(&mut con, WINDOW, 2 * entries);
-                        let half = left(&mut con, WINDOW / 2, 2 * entries);
-                        (WINDOW / 2, 2 * entries - half + hour)
+                    1 | 5 => {
+                        let hour = peek(&mut con, WINDOW, limit)[2] as u64;
+                        let half = peek(&mut con, WINDOW / 2, limit)[2] as u64;
+                        (WINDOW / 2, limit - half + hour)
                     }
                     // Three calls' time, full: denied.
                     2 => (3 * spacing, 2),
+                    // Both full, the second's wait the longer.
+                    6 => {
+                        limit = entries / 2;
+                        (2 * WINDOW, entries / 2)
+                    }
+                    // Both full, waiting as long (the first binds) where a
+                    // limit near the first's makes it so.
+                    3 => {
+                        limit = entries / 2;
+                        let retry = peek(&mut con, WINDOW, limit)[3];
+                        let ms = WINDOW + spacing;
+                        (limit - 3..limit + 3)
+                            .find(|&l| peek(&mut con, ms, l)[3] == retry)
+                            .map_or((ms, limit), |l| (ms, l))
+                    }
                     // Wider than the first: it trims.
                     _ => (2 * WINDOW, 3 * entries),
                 };
-                let reply =
-                    check_both_windows(&mut con, keys, 2 * entries, now, Some(second), &context);
+                let reply = check_both_windows(&mut con, keys, limit, now, Some(second), &context);
                 if reply[0] == 1 {
                     admitted += 1;
                 } else {

@@ -3276,6 +3276,39 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
   return through
 end
 
+-- The time of the live entry at rank `r` (as the module's time_at), from
+-- the head block (kept `k`, its live entries from `offset`) or the tail
+-- block `t` (nil where it is the head block), or a block between them
+-- found by the module's search of their ranks (block_of_rank), one
+-- GETRANGE of a block's rank per probe and one of the block found.
+local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live, newest)
+  if r == live - 1 then return newest end
+  if r == 0 and offset == 0 then return k.first end
+  if tail == head_block or offset + r < k.n then return k.times[offset + r + 1] or MAX_MS end
+  local function rank_of(before)
+    local d = (before - rank) % TWO_32
+    if d >= TWO_31 then d = d - TWO_32 end
+    return d
+  end
+  local b, d = t, rank_of(t.before)
+  if d > r then
+    local low = head_block + 1
+    local from, to = 0, tail - 1 - low
+    while from < to do
+      local mid = from + (to - from - (to - from) % 2) / 2
+      local before = struct_unpack('<I4', keyspace.getrange(key, P_HEADER + (low + 1 + mid) * P_BLOCK + 8, 4))
+      if rank_of(before) <= r then from = mid + 1 else to = mid end
+    end
+    local str = keyspace.getrange(key, P_HEADER + (low + from) * P_BLOCK, P_BLOCK)
+    if #str < P_MIN_EXTENT then return nil end
+    b = p_block_read(str, p_kept_block)
+    d = rank_of(b.before)
+  end
+  local time = r - d >= 0 and p_time_of(b, r - d)
+  if b ~= t then p_let_go(b) end
+  return time or MAX_MS
+end
+
 -- The usual check (one window, cost 1) on a packed log of any size whose
 -- head block is kept or can be: the same reads of the same bytes as
 -- open_packed, trim_through, count_above, record and reclaim, taken
@@ -3287,8 +3320,9 @@ end
 -- than the newest, a wait for an entry past the head block, a reclaim,
 -- anything not well formed); otherwise as check_one. With a second,
 -- narrower window (entries above `narrow_floor`, at most `narrow_limit`)
--- the same where both admit and the narrow one's count is found in the
--- head or tail block, with that count after the call as well.
+-- the same, with that window's count after the call as well and, denied
+-- there, the entry its wait is for; where a wait would pass 2^53 ms
+-- (whose order only the general path compares exactly), nil.
 packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow_limit)
   local len = #start
   if len < P_MIN_LEN or string_byte(start, 5) ~= 2 then return nil end
@@ -3352,42 +3386,36 @@ packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow
     oldest = live == 1 and newest or times[i]
   end
   local allowed = live + 1 <= limit
-  local narrow
+  local narrow, narrow_fits
   if narrow_floor then
-    -- The narrow window's count (as counts, after the trim); a denial is
-    -- the general path's.
+    -- The narrow window's count, as counts takes it after the trim.
     narrow = live
     if narrow_floor >= 0 and narrow_floor > floor then
       local through = p_kept_count_through(key, k, t, narrow_floor, rank, offset, head_block, tail, live, oldest, newest)
       if not through then return nil end
       narrow = live - through
     end
-    if not allowed or narrow + 1 > narrow_limit then
-      if t then p_let_go(t) end
-      return nil
-    end
+    narrow_fits = narrow + 1 <= narrow_limit
   end
-  local after = allowed and live + 1 or live
+  local after = (allowed and narrow_fits ~= false) and live + 1 or live
   -- As reclaim: a call that would copy or recode the value is not this one.
   if tail == head_block + 1 and offset >= after then return nil end
   if head_block * 2 >= (whole and p_blocks_in(len) or tail + 1) then return nil end
-  if not allowed then
-    local score
-    if limit >= 1 then
-      -- The entry the wait is for (as score_at), in the head block.
-      local r = live - limit
-      if r == live - 1 then
-        score = newest
-      elseif r == 0 then
-        score = oldest
-      elseif offset + r < hn then
-        score = times[offset + r + 1]
-      else
-        return nil
-      end
+  if not allowed or narrow_fits == false then
+    -- The entries the waits are for (as retry_after's score_at), where a
+    -- window's limit leaves one to wait for.
+    local score, narrow_score
+    if not allowed and limit >= 1 then
+      score = p_kept_time_at(key, k, t, live - limit, rank, offset, head_block, tail, live, newest)
+      if not score or (narrow_floor and math.ceil(score) - floor > MAX_MS) then return nil end
     end
+    if narrow_fits == false and narrow_limit >= 1 then
+      narrow_score = p_kept_time_at(key, k, t, live - narrow_limit, rank, offset, head_block, tail, live, newest)
+      if not narrow_score or math.ceil(narrow_score) - narrow_floor > MAX_MS then return nil end
+    end
+    if t then p_let_go(t) end
     if moved then p_write_straight(key, start, rank, head_block) end
-    return false, live, newest, score
+    return false, live, newest, score, narrow, narrow_score
   end
   local str = tstr or k.str
   if not t then t = p_block_read(str, p_tail_block) end
@@ -3577,6 +3605,20 @@ local function expire_after(key, ms, clock_ms)
   end
 end
 
+-- A denial's expiry, as swl_check sets it: lengthened where it ends
+-- before the newest entry leaves, `reset` ms from the call.
+local function deny_expiry(key, reset, clock_ms)
+  if clock_ms then
+    local current = redis_call('PEXPIRETIME', key)
+    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
+      expire_in(key, reset, clock_ms)
+    end
+  else
+    local ttl = redis_call('PTTL', key)
+    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
+  end
+end
+
 -- The usual check, one window and cost 1, straight through where new logs
 -- are packed (see packed.check_kept and packed.check_one) or sorted sets
 -- (zset.check_usual): its reply, with the expiry swl_check would set; nil
@@ -3617,20 +3659,43 @@ local function usual_check(key, args)
     if second then
       local wide, narrow = window, second
       if second.ms > window.ms then wide, narrow = second, window end
-      local narrow_count
-      allowed, count, newest, score, narrow_count =
+      local narrow_count, narrow_score
+      allowed, count, newest, score, narrow_count, narrow_score =
         packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
       if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
-      -- Admitted (a denial is the general path's): the window with the
-      -- fewest left binds, the first where they tie, as verdict's.
-      local left = window.limit - (wide == window and count or narrow_count)
-      local second_left = second.limit - (wide == second and count or narrow_count)
-      local bound = window
-      if second_left < left then bound, left = second, second_left end
-      ms = wide.ms
-      local reset = newest > now and ms_until_left(newest, ms, now) or ms
-      expire_after(key, reset, clock_ms)
-      return { 1, bound.limit, left, -1, reset, bound.ms }
+      local first_count = wide == window and count or narrow_count
+      local second_count = wide == second and count or narrow_count
+      if allowed then
+        -- The window with the fewest left binds, the first where they
+        -- tie, as verdict's.
+        local left, bound = window.limit - first_count, window
+        if second.limit - second_count < left then bound, left = second, second.limit - second_count end
+        local reset = newest > now and ms_until_left(newest, wide.ms, now) or wide.ms
+        expire_after(key, reset, clock_ms)
+        return { 1, bound.limit, left, -1, reset, bound.ms }
+      end
+      -- Denied: among the windows it does not fit, the longest wait binds
+      -- (-1, where waiting cannot help, the longest), the first where they
+      -- tie, as verdict's (check_kept declines waits past 2^53 ms).
+      local bound, bound_count, bound_retry
+      for i = 1, 2 do
+        local w = i == 1 and window or second
+        local w_count = i == 1 and first_count or second_count
+        if w_count + 1 > w.limit then
+          local retry = -1
+          if w.limit >= 1 then
+            retry = ms_until_left(w == wide and score or narrow_score, w.ms, now)
+            if retry < 1 then retry = 1 end
+          end
+          if not bound or (bound_retry ~= -1 and (retry == -1 or retry > bound_retry)) then
+            bound, bound_count, bound_retry = w, w_count, retry
+          end
+        end
+      end
+      local left = bound_count < bound.limit and bound.limit - bound_count or 0
+      local reset = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
+      deny_expiry(key, reset, clock_ms)
+      return { 0, bound.limit, left, bound_retry, reset, bound.ms }
     end
     allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
     if allowed == nil and whole then
@@ -3653,16 +3718,7 @@ local function usual_check(key, args)
     if retry < 1 then retry = 1 end
   end
   local reset = newest > now - ms and ms_until_left(newest, ms, now) or 0
-  -- The expiry lengthened where it ends before the newest entry leaves.
-  if clock_ms then
-    local current = redis_call('PEXPIRETIME', key)
-    if current ~= -2 and (current < 0 or current < clock_ms + reset) then
-      expire_in(key, reset, clock_ms)
-    end
-  else
-    local ttl = redis_call('PTTL', key)
-    if ttl ~= -2 and (ttl < 0 or ttl < reset) then expire_after(key, reset, false) end
-  end
+  deny_expiry(key, reset, clock_ms)
   return { 0, limit, left, retry, reset, ms }
 end
 
