@@ -133,6 +133,50 @@ local function deny_expiry(key, reset, clock_ms)
   end
 end
 
+-- The usual check with a second window on a packed log (see
+-- packed.check_kept), whose value starts with `start`: its reply, with
+-- the expiry swl_check would set; nil otherwise, having written nothing.
+local function two_windows_check(key, start, window, second, now, clock_ms)
+  local wide, narrow = window, second
+  if second.ms > window.ms then wide, narrow = second, window end
+  local allowed, count, newest, score, narrow_count, narrow_score =
+    packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
+  if allowed == nil then return nil end
+  local first_count = wide == window and count or narrow_count
+  local second_count = wide == second and count or narrow_count
+  if allowed then
+    -- The window with the fewest left binds, the first where they tie,
+    -- as verdict's.
+    local left, bound = window.limit - first_count, window
+    if second.limit - second_count < left then bound, left = second, second.limit - second_count end
+    local reset = newest > now and ms_until_left(newest, wide.ms, now) or wide.ms
+    expire_after(key, reset, clock_ms)
+    return { 1, bound.limit, left, -1, reset, bound.ms }
+  end
+  -- Denied: among the windows it does not fit, the longest wait binds
+  -- (-1, where waiting cannot help, the longest), the first where they
+  -- tie, as verdict's (check_kept declines waits past 2^53 ms).
+  local bound, bound_count, bound_retry
+  for i = 1, 2 do
+    local w = i == 1 and window or second
+    local w_count = i == 1 and first_count or second_count
+    if w_count + 1 > w.limit then
+      local retry = -1
+      if w.limit >= 1 then
+        retry = ms_until_left(w == wide and score or narrow_score, w.ms, now)
+        if retry < 1 then retry = 1 end
+      end
+      if not bound or (bound_retry ~= -1 and (retry == -1 or retry > bound_retry)) then
+        bound, bound_count, bound_retry = w, w_count, retry
+      end
+    end
+  end
+  local left = bound_count < bound.limit and bound.limit - bound_count or 0
+  local reset = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
+  deny_expiry(key, reset, clock_ms)
+  return { 0, bound.limit, left, bound_retry, reset, bound.ms }
+end
+
 -- The usual check, one window and cost 1, straight through where new logs
 -- are packed (see packed.check_kept and packed.check_one) or sorted sets
 -- (zset.check_usual): its reply, with the expiry swl_check would set; nil
@@ -159,58 +203,25 @@ local function usual_check(key, args)
     if not now or now > MAX_MS then return nil end
   end
   local ms, limit = window.ms, window.limit
-  local allowed, count, newest, score
-  if ENCODING == 'zset' then
-    if limit < 1 then return nil, nil, clock_ms, seconds, micros end
-    allowed, count, newest, score = zset.check_usual(key, now - ms, limit, now, seconds, micros)
-    if allowed == nil then return nil, nil, clock_ms, seconds, micros end
-  else
-    local start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
-    -- Anything but a string is declined (an error reply is a table); the
-    -- general path reads the value's start again unless this is all of it.
-    if type(start) ~= 'string' then return nil, start, clock_ms, seconds, micros end
-    local whole = #start < USUAL_READ
-    if second then
-      local wide, narrow = window, second
-      if second.ms > window.ms then wide, narrow = second, window end
-      local narrow_count, narrow_score
-      allowed, count, newest, score, narrow_count, narrow_score =
-        packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
-      if allowed == nil then return nil, whole and start or nil, clock_ms, seconds, micros end
-      local first_count = wide == window and count or narrow_count
-      local second_count = wide == second and count or narrow_count
-      if allowed then
-        -- The window with the fewest left binds, the first where they
-        -- tie, as verdict's.
-        local left, bound = window.limit - first_count, window
-        if second.limit - second_count < left then bound, left = second, second.limit - second_count end
-        local reset = newest > now and ms_until_left(newest, wide.ms, now) or wide.ms
-        expire_after(key, reset, clock_ms)
-        return { 1, bound.limit, left, -1, reset, bound.ms }
-      end
-      -- Denied: among the windows it does not fit, the longest wait binds
-      -- (-1, where waiting cannot help, the longest), the first where they
-      -- tie, as verdict's (check_kept declines waits past 2^53 ms).
-      local bound, bound_count, bound_retry
-      for i = 1, 2 do
-        local w = i == 1 and window or second
-        local w_count = i == 1 and first_count or second_count
-        if w_count + 1 > w.limit then
-          local retry = -1
-          if w.limit >= 1 then
-            retry = ms_until_left(w == wide and score or narrow_score, w.ms, now)
-            if retry < 1 then retry = 1 end
-          end
-          if not bound or (bound_retry ~= -1 and (retry == -1 or retry > bound_retry)) then
-            bound, bound_count, bound_retry = w, w_count, retry
-          end
-        end
-      end
-      local left = bound_count < bound.limit and bound.limit - bound_count or 0
-      local reset = newest > now - wide.ms and ms_until_left(newest, wide.ms, now) or 0
-      deny_expiry(key, reset, clock_ms)
-      return { 0, bound.limit, left, bound_retry, reset, bound.ms }
+  local allowed, count, newest, score, start, whole
+  if ENCODING ~= 'zset' then
+    start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
+    whole = type(start) == 'string' and #start < USUAL_READ
+  end
+  if type(start) ~= 'string' then
+    -- A sorted set: where new logs are packed, one from before the
+    -- setting changed (GETRANGE's error), or anything else, declined.
+    -- (The general path reads the value's start again unless this is
+    -- all of it.)
+    if not second and limit >= 1 then
+      allowed, count, newest, score = zset.check_usual(key, now - ms, limit, now, seconds, micros)
     end
+    if allowed == nil then return nil, start, clock_ms, seconds, micros end
+  elseif second then
+    local reply = two_windows_check(key, start, window, second, now, clock_ms)
+    if reply then return reply end
+    return nil, whole and start or nil, clock_ms, seconds, micros
+  else
     allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
     if allowed == nil and whole then
       allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)

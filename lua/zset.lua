@@ -164,17 +164,18 @@ function Zset:entries()
 end
 
 -- The members the usual check adds, where a call need not read the
--- clock: numbers counted on from the clock of the first such call (its
--- `seconds` and `micros` where it read them), past the 14 digits wrapped
--- back (a clash with a member already there takes the next, as any).
+-- clock: numbers counted on from the first such call's clock (its
+-- `seconds` and `micros` where it read them, otherwise its `now`), past
+-- the 14 digits wrapped back (a clash with a member already there takes
+-- the next, as any).
 local MEMBERS_FROM, MEMBERS_SPAN = 10000000000000, 90000000000000
 local next_member = false
-local function member_of_usual(seconds, micros)
+local function member_of_usual(now, seconds, micros)
   local member = next_member
   if not member then
     if not seconds then
-      local t = redis_call('TIME')
-      seconds, micros = t[1] + 0, t[2] + 0
+      micros = now % 1000
+      seconds, micros = (now - micros) / 1000, micros * 1000
     end
     member = MEMBERS_FROM + ((seconds % 90000) * 1000000 + micros) * 1000
   end
@@ -234,7 +235,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
       card = card or redis_call('ZCARD', key)
     end
   end
-  next_member = add_members(key, now, 1, member_of_usual(seconds, micros))
+  next_member = add_members(key, now, 1, member_of_usual(now, seconds, micros))
   -- As Zset:newest after a record: what it added is the newest unless an
   -- entry lies after now (no count where the log was empty or its newest
   -- was read).

@@ -1832,6 +1832,27 @@ fn one_window_calls_issue_the_fewest_commands() {
             "limit 1"
         );
         if encoding == Encoding::Compact {
+            // A sorted set from before new logs were packed: straight
+            // through after the GETRANGE that finds it no string.
+            let now = server_ms(&mut con);
+            let _: i64 = redis::cmd("ZADD")
+                .arg("z")
+                .arg(now - 1)
+                .arg("a")
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(
+                commands_of(&mut con, "z", &["60000", "3", &now.to_string()]),
+                named(&[
+                    "getrange",
+                    "zremrangebyscore",
+                    "zcard",
+                    "zadd",
+                    "zcount",
+                    "pexpire"
+                ]),
+                "a sorted set"
+            );
             // Two windows on a packed log: straight through as one.
             let two = ["60000", "10", "*", "WINDOW", "1000", "10"];
             assert_eq!(

@@ -89,13 +89,16 @@ impl Checked {
     /// Whether the expiry is the one a check leaves: a window from the
     /// server's clock during the call after an admit (the newest entry is
     /// at now), and after a denial the one before unless that ended before
-    /// the newest entry leaves (reset_after_ms from the clock).
+    /// the newest entry leaves (reset_after_ms from the clock) or was none.
     fn expiry_holds(&self) -> bool {
         let set = (self.started + self.reply[4]..=self.ended + self.reply[4]).contains(&self.after);
         if self.reply[0] == 1 {
             return set;
         }
-        let lengthened = self.before >= 0 && self.before < self.ended + self.reply[4];
+        // (An expiry missing, -1, is set: the key was made by another
+        // tool.)
+        let lengthened =
+            self.before == -1 || (self.before >= 0 && self.before < self.ended + self.reply[4]);
         if lengthened {
             set
         } else {
@@ -442,6 +445,48 @@ fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
             "{context}: {admitted} admitted, {denied} denied"
         );
     });
+}
+
+/// Sorted sets from before new logs were packed stay sorted sets, and the
+/// library (which checks them straight through too) answers them as the
+/// module does: small limits and large, denials, calls behind the newest.
+#[test]
+fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
+    let server = Server::with(Encoding::Compact.config());
+    load_library(&server, Encoding::Compact);
+    let mut con = server.connect();
+    let keys = ("m", "l");
+    let spacing = WINDOW / 100;
+    let start = server_ms(&mut con) - WINDOW;
+    for key in [keys.0, keys.1] {
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(key);
+        for i in 0..100 {
+            zadd.arg(start + i * spacing).arg(format!("{key}{i}"));
+        }
+        let _: i64 = zadd.query(&mut con).expect("ZADD");
+    }
+    let (mut admitted, mut denied) = (0, 0);
+    for i in 100..400u64 {
+        let now = if i % 5 == 4 {
+            start + (i - 1) * spacing - 30
+        } else {
+            start + i * spacing
+        };
+        let limit = [1, 2, 100, 101, 150][(i % 5) as usize];
+        let reply = check_both(&mut con, keys, limit, now, "sorted sets");
+        if reply[0] == 1 {
+            admitted += 1;
+        } else {
+            denied += 1;
+        }
+    }
+    assert!(
+        admitted > 50 && denied > 50,
+        "{admitted} admitted, {denied} denied"
+    );
+    let kind: String = redis::cmd("TYPE").arg(keys.1).query(&mut con).unwrap();
+    assert_eq!(kind, "zset");
 }
 
 fn module_check(con: &mut Connection, key: &str, limit: u64, now: u64) -> Vec<i64> {
