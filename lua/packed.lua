@@ -1930,14 +1930,15 @@ packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow
     -- window's limit leaves one to wait for.
     local score, narrow_score
     if not allowed and limit >= 1 then
-      score = p_kept_time_at(key, k, t, live - limit, rank, offset, head_block, tail, live, newest)
+      -- (Mostly the oldest, as the wait of a log at its limit.)
+      local r = live - limit
+      score = r == 0 and live > 1 and oldest or p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live, newest)
       if not score or (narrow_floor and math.ceil(score) - floor > MAX_MS) then return nil end
     end
     if narrow_fits == false and narrow_limit >= 1 then
       narrow_score = p_kept_time_at(key, k, t, live - narrow_limit, rank, offset, head_block, tail, live, newest)
       if not narrow_score or math.ceil(narrow_score) - narrow_floor > MAX_MS then return nil end
     end
-    if t then p_let_go(t) end
     if moved then p_write_straight(key, start, rank, head_block) end
     return false, live, newest, score, narrow, narrow_score
   end
