@@ -26,6 +26,32 @@ fn log_of(con: &mut Connection, key: &str) -> (Vec<f64>, Option<Vec<u8>>) {
     (log.times(), bytes)
 }
 
+/// A server whose module and library both make new logs in `encoding`,
+/// and a connection to it.
+fn server_in(encoding: Encoding) -> (Server, Connection) {
+    let server = Server::with(encoding.config());
+    load_library(&server, encoding);
+    let con = server.connect();
+    (server, con)
+}
+
+/// Replies counted: admitted, denied.
+#[derive(Default)]
+struct Outcomes {
+    admitted: usize,
+    denied: usize,
+}
+
+impl Outcomes {
+    fn add(&mut self, reply: &[i64]) {
+        if reply[0] == 1 {
+            self.admitted += 1;
+        } else {
+            self.denied += 1;
+        }
+    }
+}
+
 /// A second window of a check: its milliseconds and limit.
 type Second = Option<(u64, u64)>;
 
@@ -154,51 +180,46 @@ fn check_both_windows(
 /// apart, each admitted at a limit of twice the entries (trimming one and
 /// adding one), then denials at a limit of the entries, then calls of which
 /// every third comes 30 ms behind the newest: on a module key and a library
-/// key, compared after each call. Returns the replies' admits and denials.
+/// key, compared after each call. Returns the replies counted.
 fn steady(
     con: &mut Connection,
     keys: (&str, &str),
     entries: u64,
     calls: u64,
     context: &str,
-) -> (usize, usize) {
+) -> Outcomes {
     let spacing = WINDOW / entries;
     let start = server_ms(con) - WINDOW;
     let at = |i: u64| start + i * spacing;
-    let (mut admitted, mut denied) = (0, 0);
-    let mut count = |reply: Vec<i64>| {
-        if reply[0] == 1 {
-            admitted += 1
-        } else {
-            denied += 1
-        }
-    };
+    let mut outcomes = Outcomes::default();
     for i in 0..entries + calls {
-        count(check_both(con, keys, 2 * entries, at(i), context));
+        outcomes.add(&check_both(con, keys, 2 * entries, at(i), context));
     }
     let next = entries + calls;
     for _ in 0..20 {
-        count(check_both(con, keys, entries, at(next - 1) + 1, context));
+        outcomes.add(&check_both(con, keys, entries, at(next - 1) + 1, context));
     }
     for i in next..next + 60 {
         let now = if i % 3 == 0 { at(i - 1) - 30 } else { at(i) };
-        count(check_both(con, keys, 2 * entries, now, context));
+        outcomes.add(&check_both(con, keys, 2 * entries, now, context));
     }
-    (admitted, denied)
+    outcomes
 }
 
 #[test]
 fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
-        let mut con = server.connect();
+        let (_server, mut con) = server_in(encoding);
         // One block, a few blocks, many blocks (the head and tail apart).
         for (entries, calls) in [(10, 400), (300, 700), (3000, 3000)] {
             let context = format!("{} with {entries} entries", encoding.name());
-            let (admitted, denied) = steady(&mut con, ("m", "l"), entries, calls, &context);
-            assert_eq!(admitted, (entries + calls) as usize + 60, "{context}");
-            assert_eq!(denied, 20, "{context}");
+            let outcomes = steady(&mut con, ("m", "l"), entries, calls, &context);
+            assert_eq!(
+                outcomes.admitted,
+                (entries + calls) as usize + 60,
+                "{context}"
+            );
+            assert_eq!(outcomes.denied, 20, "{context}");
             if encoding == Encoding::Compact {
                 // Format 2, whose head leaves block 0 past a block's entries.
                 let (_, bytes) = log_of(&mut con, "l");
@@ -219,9 +240,7 @@ fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
 #[test]
 fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
-        let mut con = server.connect();
+        let (_server, mut con) = server_in(encoding);
         let context = encoding.name();
         let entries = 1000;
         let spacing = WINDOW / entries;
@@ -307,9 +326,7 @@ fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
 #[test]
 fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
-        let mut con = server.connect();
+        let (_server, mut con) = server_in(encoding);
         for entries in [10, 300, 12_000] {
             let context = format!("{} with {entries} entries", encoding.name());
             let keys = ("m", "l");
@@ -333,7 +350,7 @@ fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
                 log_of(&mut con, keys.0),
                 "{context}"
             );
-            let (mut admitted, mut denied) = (0, 0);
+            let mut outcomes = Outcomes::default();
             for i in entries..entries + 240 {
                 let now = if i % 5 == 4 { at(i - 1) - 30 } else { at(i) };
                 // What the module's log would reply to one window.
@@ -379,15 +396,13 @@ fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
                     _ => (2 * WINDOW, 3 * entries),
                 };
                 let reply = check_both_windows(&mut con, keys, limit, now, Some(second), &context);
-                if reply[0] == 1 {
-                    admitted += 1;
-                } else {
-                    denied += 1;
-                }
+                outcomes.add(&reply);
             }
             assert!(
-                admitted > 120 && denied > 20,
-                "{context}: {admitted} admitted, {denied} denied"
+                outcomes.admitted > 120 && outcomes.denied > 20,
+                "{context}: {} admitted, {} denied",
+                outcomes.admitted,
+                outcomes.denied
             );
             for key in [keys.0, keys.1] {
                 let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
@@ -403,16 +418,14 @@ fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
 #[test]
 fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
-        let mut con = server.connect();
+        let (_server, mut con) = server_in(encoding);
         let context = encoding.name();
         let keys = ("m", "l");
         // Three calls to a window: limits up to 8 admit some, deny others.
         let spacing = WINDOW / 3;
         let start = server_ms(&mut con) - WINDOW;
         let limits = [1, 2, 3, 5, 2, 1, 8, 4, 2];
-        let (mut admitted, mut denied) = (0, 0);
+        let mut outcomes = Outcomes::default();
         let mut last = start;
         for i in 0..400u64 {
             let limit = limits[(i / 3) as usize % limits.len()];
@@ -424,11 +437,7 @@ fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
             };
             last = now;
             let reply = check_both(&mut con, keys, limit, now, context);
-            if reply[0] == 1 {
-                admitted += 1;
-            } else {
-                denied += 1;
-            }
+            outcomes.add(&reply);
             if i % 13 == 12 {
                 // Another writer: an entry after the next call in both,
                 // every other time into an emptied log.
@@ -441,8 +450,10 @@ fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
             }
         }
         assert!(
-            admitted > 100 && denied > 100,
-            "{context}: {admitted} admitted, {denied} denied"
+            outcomes.admitted > 100 && outcomes.denied > 100,
+            "{context}: {} admitted, {} denied",
+            outcomes.admitted,
+            outcomes.denied
         );
     });
 }
@@ -452,9 +463,7 @@ fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
 /// module does: small limits and large, denials, calls behind the newest.
 #[test]
 fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
-    let mut con = server.connect();
+    let (_server, mut con) = server_in(Encoding::Compact);
     let keys = ("m", "l");
     let spacing = WINDOW / 100;
     let start = server_ms(&mut con) - WINDOW;
@@ -466,7 +475,7 @@ fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
         }
         let _: i64 = zadd.query(&mut con).expect("ZADD");
     }
-    let (mut admitted, mut denied) = (0, 0);
+    let mut outcomes = Outcomes::default();
     for i in 100..400u64 {
         let now = if i % 5 == 4 {
             start + (i - 1) * spacing - 30
@@ -475,15 +484,13 @@ fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
         };
         let limit = [1, 2, 100, 101, 150][(i % 5) as usize];
         let reply = check_both(&mut con, keys, limit, now, "sorted sets");
-        if reply[0] == 1 {
-            admitted += 1;
-        } else {
-            denied += 1;
-        }
+        outcomes.add(&reply);
     }
     assert!(
-        admitted > 50 && denied > 50,
-        "{admitted} admitted, {denied} denied"
+        outcomes.admitted > 50 && outcomes.denied > 50,
+        "{} admitted, {} denied",
+        outcomes.admitted,
+        outcomes.denied
     );
     let kind: String = redis::cmd("TYPE").arg(keys.1).query(&mut con).unwrap();
     assert_eq!(kind, "zset");
