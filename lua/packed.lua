@@ -743,12 +743,56 @@ local function p_head_of(index)
   return first, before
 end
 
+-- The rank from the head at `head_rank` of a block's first entry, ranked
+-- `before` (modulo 2^32), signed.
+local function p_rank_from(before, head_rank)
+  local d = (before - head_rank) % TWO_32
+  if d >= TWO_31 then d = d - TWO_32 end
+  return d
+end
+
 -- The rank of block `index`'s first entry, from the head (signed).
 local function p_rank_of(index)
   local _, before = p_head_of(index)
-  local d = (before - p_head_rank) % TWO_32
-  if d >= TWO_31 then d = d - TWO_32 end
-  return d
+  return p_rank_from(before, p_head_rank)
+end
+
+-- The module's searches of the blocks between the head and tail blocks,
+-- written out once for the general path and the straight one, so that
+-- both probe a damaged log's blocks as the module does. What a probe
+-- compares with is p_sought (a function per call, a closure, shows).
+local p_sought = 0
+
+-- The module's partition_point over the `n` blocks after block `low`:
+-- `low` and as many more as, from the first, `holds(index)`.
+local function p_last_holding(low, n, holds)
+  local from, to = 0, n
+  while from < to do
+    local mid = from + (to - from - (to - from) % 2) / 2
+    if holds(low + 1 + mid) then from = mid + 1 else to = mid end
+  end
+  return low + from
+end
+
+-- Block_through's search between `head` and `tail` for the last block
+-- that starts by p_sought (`starts_by(index)` says whether one does):
+-- windows mostly end among the newest blocks, so the search starts among
+-- them (as the module's, with SEARCHED_FIRST).
+local function p_search_between(head, tail, starts_by)
+  local low, high = head + 1, tail - 1
+  if tail - head > 2 then
+    local from = tail - P_REGION_BLOCKS
+    if from < low then from = low end
+    if starts_by(from) then low = from else high = from - 1 end
+  end
+  return p_last_holding(low, high - low, starts_by)
+end
+
+-- Block_of_rank's search between `head` and `tail` for the block holding
+-- the entry ranked p_sought (`ranked_by(index)` says whether a block's
+-- first entry ranks no later).
+local function p_search_rank(head, tail, ranked_by)
+  return p_last_holding(head + 1, tail - head - 2, ranked_by)
 end
 
 local function p_head_offset()
@@ -802,21 +846,17 @@ local function p_parse()
   return true
 end
 
+local function p_ranked_by(index) return p_rank_of(index) <= p_sought end
+
 -- The block holding the live entry at `rank`: the head block and the
--- tail block first, then the module's binary search (partition_point) of
--- the ranks of the blocks between, written out (a closure per call
--- shows), so that both read a damaged block alike.
+-- tail block first, then the module's binary search of the ranks of the
+-- blocks between.
 local function p_block_of_rank(rank)
   local head, tail = p_head_block, p_tail
   if head == tail or rank < p_rank_of(head) + p_block_at(head).n then return head end
   if p_rank_of(tail) <= rank then return tail end
-  local low = head + 1
-  local from, to = 0, tail - 1 - low
-  while from < to do
-    local mid = from + (to - from - (to - from) % 2) / 2
-    if p_rank_of(low + 1 + mid) <= rank then from = mid + 1 else to = mid end
-  end
-  return low + from
+  p_sought = rank
+  return p_search_rank(head, tail, p_ranked_by)
 end
 
 local function p_time_at(rank)
@@ -848,33 +888,26 @@ end
 -- The last block whose first time is at most `at` (as the module's
 -- block_through): the head block, the tail block, or a binary search of
 -- the blocks between, the last P_REGION_BLOCKS of them read at once.
+local function p_starts_by(index) return (p_head_of(index)) <= p_sought end
+
 local function p_block_through(at)
   local head, tail = p_head_block, p_tail
   if head == tail or (p_head_of(head + 1)) > at then return head end
   if (p_head_of(tail)) <= at then return tail end
-  local low, high = head + 1, tail - 1
   if tail - head > 2 then
-    local from_block = tail - P_REGION_BLOCKS
-    if from_block < low then from_block = low end
     -- Redis's Lua hashes every byte of every string it makes (about 12
     -- instructions a byte): the region costs more than the few reads of
     -- one search, and less than those of several.
     p_searches = p_searches + 1
     if not p_value and not p_region and p_searches > 1 then
+      local from_block = tail - P_REGION_BLOCKS
+      if from_block < head + 1 then from_block = head + 1 end
       p_region_from = P_HEADER + from_block * P_BLOCK
       p_region = keyspace.getrange(p_key, p_region_from, P_HEADER + tail * P_BLOCK - p_region_from)
     end
-    -- Windows mostly end among the newest blocks: the search starts among
-    -- them (as the module's, with SEARCHED_FIRST).
-    if (p_head_of(from_block)) <= at then low = from_block else high = from_block - 1 end
   end
-  -- The module's partition_point over the blocks after `low`.
-  local from, to = 0, high - low
-  while from < to do
-    local mid = from + (to - from - (to - from) % 2) / 2
-    if (p_head_of(low + 1 + mid)) <= at then from = mid + 1 else to = mid end
-  end
-  return low + from
+  p_sought = at
+  return p_search_between(head, tail, p_starts_by)
 end
 
 local function p_count_through(at)
@@ -1738,29 +1771,18 @@ local function p_kept_head(key, str)
   return k
 end
 
--- Block_through's search of the blocks between `head_block` and `tail`
--- of the value in `key`, as the module makes it: the last block whose
--- first time is at most `at`, probing first the block SEARCHED_FIRST
--- before the tail, each probe a read of a block's first time (as the
--- general path reads it: the same comparisons, so a damaged log is
--- searched alike).
-local function p_kept_search(key, head_block, tail, at)
-  local function through(index)
-    local lo, mid, hi = struct_unpack('<I4I2B', keyspace.getrange(key, P_HEADER + index * P_BLOCK, 7))
-    return lo + mid * 4294967296 + hi * 281474976710656 <= at
-  end
-  local low, high = head_block + 1, tail - 1
-  if tail - head_block > 2 then
-    local from = tail - P_REGION_BLOCKS
-    if from < low then from = low end
-    if through(from) then low = from else high = from - 1 end
-  end
-  local from, to = 0, high - low
-  while from < to do
-    local mid = from + (to - from - (to - from) % 2) / 2
-    if through(low + 1 + mid) then from = mid + 1 else to = mid end
-  end
-  return low + from
+-- The value the straight path searches, and the head rank its block
+-- ranks count from: read a probe at a time, with a GETRANGE of a block's
+-- first time or rank (as the general path reads them: the same
+-- comparisons, so a damaged log is searched alike).
+local p_kept_key, p_kept_rank = false, 0
+local function p_kept_starts_by(index)
+  local lo, mid, hi = struct_unpack('<I4I2B', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, 7))
+  return lo + mid * 4294967296 + hi * 281474976710656 <= p_sought
+end
+local function p_kept_ranked_by(index)
+  local before = struct_unpack('<I4', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK + 8, 4))
+  return p_rank_from(before, p_kept_rank) <= p_sought
 end
 
 -- Live entries at or before `at` (as p_count_through), where the call
@@ -1785,14 +1807,13 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
     if t.first > at then
       -- The module's search of the blocks between (block_through's),
       -- then the block found, read.
-      local index = p_kept_search(key, head_block, tail, at)
+      p_kept_key, p_sought = key, at
+      local index = p_search_between(head_block, tail, p_kept_starts_by)
       local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
       if #str < P_MIN_EXTENT then return nil end
       b = p_block_read(str, p_kept_block)
     end
-    local d = (b.before - rank) % TWO_32
-    if d >= TWO_31 then d = d - TWO_32 end
-    through = d + p_count_through_block(b, at)
+    through = p_rank_from(b.before, rank) + p_count_through_block(b, at)
     if b ~= t then p_let_go(b) end
   end
   if through < 0 then return 0 end
@@ -1809,24 +1830,14 @@ local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live
   if r == live - 1 then return newest end
   if r == 0 and offset == 0 then return k.first end
   if tail == head_block or offset + r < k.n then return k.times[offset + r + 1] or MAX_MS end
-  local function rank_of(before)
-    local d = (before - rank) % TWO_32
-    if d >= TWO_31 then d = d - TWO_32 end
-    return d
-  end
-  local b, d = t, rank_of(t.before)
+  local b, d = t, p_rank_from(t.before, rank)
   if d > r then
-    local low = head_block + 1
-    local from, to = 0, tail - 1 - low
-    while from < to do
-      local mid = from + (to - from - (to - from) % 2) / 2
-      local before = struct_unpack('<I4', keyspace.getrange(key, P_HEADER + (low + 1 + mid) * P_BLOCK + 8, 4))
-      if rank_of(before) <= r then from = mid + 1 else to = mid end
-    end
-    local str = keyspace.getrange(key, P_HEADER + (low + from) * P_BLOCK, P_BLOCK)
+    p_kept_key, p_kept_rank, p_sought = key, rank, r
+    local index = p_search_rank(head_block, tail, p_kept_ranked_by)
+    local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
     if #str < P_MIN_EXTENT then return nil end
     b = p_block_read(str, p_kept_block)
-    d = rank_of(b.before)
+    d = p_rank_from(b.before, rank)
   end
   local time = r - d >= 0 and p_time_of(b, r - d)
   if b ~= t then p_let_go(b) end
