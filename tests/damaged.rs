@@ -229,92 +229,112 @@ fn an_entry_behind_the_newest_that_a_damaged_block_misplaces_is_refused() {
     }
 }
 
-/// A log of many blocks whose middle blocks' first times another writer
+/// A log of blocks whose middle blocks' first times another writer
 /// changed: a second, narrower window finds the block its floor lies in
 /// by a binary search of those first times, which a damaged one can send
 /// elsewhere. The function library, which counts that window straight
 /// through, probes the same blocks in the same order as the module and
 /// so counts alike: the same replies (admitted, denied or WRONGTYPE) and
-/// the same bytes after each call. (Only format version 2 has blocks with
-/// first times.)
+/// the same bytes after each call. Its probes are reads of their own on a
+/// log of many blocks, and reads of the blocks between read at once on a
+/// log of a few; each kind is damaged here. (Only format version 2 has
+/// blocks with first times.)
 #[test]
 fn a_narrow_window_over_damaged_block_starts_is_counted_as_the_module_counts() {
     let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let mut rng = Rng(0x5eed_2026);
     let spacing = 36;
+    // About 60 blocks, where the search starts 32 before the tail; and
+    // about 8, at most 8 between the head and tail blocks.
+    for (entries, blocks_between) in [(15_000u64, 40..100), (1_000, 2..9)] {
+        let (mut differed, mut admitted) = (0, 0);
+        for round in 0..6u64 {
+            let (replies_differed, replies_admitted) =
+                damaged_round(&mut con, &mut rng, entries, spacing, round, &blocks_between);
+            differed += replies_differed;
+            admitted += replies_admitted;
+        }
+        // The damage mattered, and the straight path was taken.
+        assert!(
+            differed > 50 && admitted > 100,
+            "{entries} entries: {differed} differed, {admitted} admitted"
+        );
+    }
+}
+
+/// One round of the test above on a log of `entries` entries `spacing`
+/// ms apart, with `blocks_between` its blocks between the head and tail
+/// blocks: how many replies the damage changed, and how many admitted.
+fn damaged_round(
+    con: &mut redis::Connection,
+    rng: &mut Rng,
+    entries: u64,
+    spacing: u64,
+    round: u64,
+    blocks_between: &std::ops::Range<u64>,
+) -> (u32, u32) {
     let (mut differed, mut admitted) = (0, 0);
-    for round in 0..6u64 {
-        let _: () = redis::cmd("DEL")
-            .arg(&["m", "l"])
-            .query(&mut con)
-            .expect("DEL");
-        let mut now = T;
-        // About 60 blocks: the search starts 32 before the tail.
-        for _ in 0..15_000 {
-            now += spacing;
-            let args = strings(&[HOUR, "100000000", &now.to_string()]);
-            call(&mut con, Via::Module, "check", "m", &args).expect("a check");
-        }
-        let mut value = get(&mut con, "m");
-        let undamaged = value.clone();
-        let field = |value: &[u8], at: usize| {
-            u32::from_le_bytes(value[at..at + 4].try_into().unwrap()) as u64
-        };
-        let (head_block, tail) = (field(&value, 12), field(&value, 16));
-        assert!(tail - head_block > 40, "blocks {head_block} to {tail}");
-        // Some middle blocks start anywhere in the log's hour.
-        for _ in 0..4 + 4 * round {
-            let block = head_block + 1 + rng.below(tail - head_block - 1);
-            let first = T + rng.below(15_000 * spacing);
-            let at = 24 + 256 * block as usize;
-            value[at..at + 7].copy_from_slice(&first.to_le_bytes()[..7]);
-        }
-        for key in ["m", "l"] {
-            let _: () = redis::cmd("SET")
-                .arg(key)
-                .arg(&value)
-                .query(&mut con)
-                .expect("SET");
-        }
+    let _: () = redis::cmd("DEL").arg(&["m", "l"]).query(con).expect("DEL");
+    let mut now = T;
+    for _ in 0..entries {
+        now += spacing;
+        let args = strings(&[HOUR, "100000000", &now.to_string()]);
+        call(con, Via::Module, "check", "m", &args).expect("a check");
+    }
+    let mut value = get(con, "m");
+    let undamaged = value.clone();
+    let field =
+        |value: &[u8], at: usize| u32::from_le_bytes(value[at..at + 4].try_into().unwrap()) as u64;
+    let (head_block, tail) = (field(&value, 12), field(&value, 16));
+    assert!(
+        blocks_between.contains(&(tail - head_block - 1)),
+        "blocks {head_block} to {tail}"
+    );
+    // Some middle blocks start anywhere in the log's span.
+    for _ in 0..4 + 4 * round {
+        let block = head_block + 1 + rng.below(tail - head_block - 1);
+        let first = T + rng.below(entries * spacing);
+        let at = 24 + 256 * block as usize;
+        value[at..at + 7].copy_from_slice(&first.to_le_bytes()[..7]);
+    }
+    for key in ["m", "l"] {
         let _: () = redis::cmd("SET")
-            .arg("u")
-            .arg(&undamaged)
-            .query(&mut con)
+            .arg(key)
+            .arg(&value)
+            .query(con)
             .expect("SET");
-        for i in 0..100u64 {
-            now += if i % 4 == 3 { 0 } else { spacing };
-            let narrow = [60_000, 120_000, 300_000][(i % 3) as usize];
-            let args = strings(&[
-                HOUR,
-                "100000000",
-                &now.to_string(),
-                "WINDOW",
-                &narrow.to_string(),
-                "2500",
-            ]);
-            let module = call(&mut con, Via::Module, "check", "m", &args);
-            let library = call(&mut con, Via::Library, "check", "l", &args);
-            assert_eq!(library, module, "round {round}, call {i}: {args:?}");
-            assert_eq!(
-                get(&mut con, "l"),
-                get(&mut con, "m"),
-                "round {round}, call {i}"
-            );
-            let before = call(&mut con, Via::Module, "check", "u", &args);
-            if before != module {
-                differed += 1;
-            }
-            if module.as_ref().is_ok_and(|reply| reply[0] == 1) {
-                admitted += 1;
-            }
+    }
+    let _: () = redis::cmd("SET")
+        .arg("u")
+        .arg(&undamaged)
+        .query(con)
+        .expect("SET");
+    for i in 0..100u64 {
+        now += if i % 4 == 3 { 0 } else { spacing };
+        // A ninth, two and five ninths of the log's span.
+        let narrow = entries * spacing / 9 * [1, 2, 5][(i % 3) as usize];
+        let args = strings(&[
+            HOUR,
+            "100000000",
+            &now.to_string(),
+            "WINDOW",
+            &narrow.to_string(),
+            "2500",
+        ]);
+        let module = call(con, Via::Module, "check", "m", &args);
+        let library = call(con, Via::Library, "check", "l", &args);
+        assert_eq!(library, module, "round {round}, call {i}: {args:?}");
+        assert_eq!(get(con, "l"), get(con, "m"), "round {round}, call {i}");
+        let before = call(con, Via::Module, "check", "u", &args);
+        if before != module {
+            differed += 1;
+        }
+        if module.as_ref().is_ok_and(|reply| reply[0] == 1) {
+            admitted += 1;
         }
     }
-    // The damage mattered, and the straight path was taken.
-    assert!(
-        differed > 50 && admitted > 100,
-        "{differed} differed, {admitted} admitted"
-    );
+    (differed, admitted)
 }
 
 /// Random logs (some of several blocks), damaged by another writer: one
