@@ -29,8 +29,10 @@ use socket2::{Domain, Socket, Type};
 use support::{Config, Server};
 
 /// The app's timeout for each call to Redis, and what a reply may take
-/// beyond it on a shared, busy machine.
-const TIMEOUT_MS: u64 = 50;
+/// beyond it on a shared, busy machine. (Long enough that a busy machine's
+/// round trip is not a failure: the steps through Redis expect Redis's
+/// answer, and only the faults the tests make, its policy's.)
+const TIMEOUT_MS: u64 = 500;
 const MARGIN: Duration = Duration::from_millis(700);
 
 fn manifest() -> &'static Path {
@@ -228,7 +230,7 @@ fn free_port() -> u16 {
 }
 
 /// The clients of these tests, each at its own loopback address.
-const CLIENTS: [&str; 20] = [
+const CLIENTS: [&str; 21] = [
     "warm-up",
     "alice",
     "bob",
@@ -238,6 +240,7 @@ const CLIENTS: [&str; 20] = [
     "pause",
     "after-pause",
     "unloaded",
+    "unloaded-again",
     "after-unload",
     "stopped",
     "third",
