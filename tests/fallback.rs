@@ -1011,11 +1011,15 @@ fn format_edges_alike(encoding: Encoding) {
             Some((8, 4)),
         ),
         (
-            // 40 entries, then a trim of 26 (more than half the slots).
+            // 40 entries, then a trim of 26 (more than half the slots), by
+            // a window of an hour: the key outlives the reads after it.
             "a value filled, then reclaimed by a trim past half of it",
             at_times(wide, &(1000..1040).collect::<Vec<u64>>())
                 .into_iter()
-                .chain([words("25 99 1050".into()), words("100 99 1040".into())])
+                .chain([
+                    words("3600000 99 3601025".into()),
+                    words("100 99 1040".into()),
+                ])
                 .collect(),
             Some((4, 0)),
         ),
@@ -1534,20 +1538,38 @@ fn log_with_a_freed_slot(con: &mut Connection, n: u64, t: u64, zeroed: usize) ->
 type Outcome = (Result<Vec<i64>, String>, Vec<u8>, i64);
 
 /// Puts `value` under a key for the module and one for the library, runs
-/// the call on each, and returns each one's outcome.
+/// the call on each, and returns each one's outcome. The clock, the call
+/// and what it left are read in one transaction: the key may live only a
+/// few milliseconds (a short window on times of the past), and the
+/// expiry is taken from the clock the call ran on.
 fn on_both_timed(con: &mut Connection, value: &[u8], op: Op, args: &[&str]) -> [Outcome; 2] {
     [true, false].map(|module| {
         let key = if module { "both:m" } else { "both:l" };
+        let command = command(module, op, key, &to_strings(args));
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
-        let started = server_ms(con) as i64;
-        let reply = call(con, module, op, key, &to_strings(args));
-        let left: Vec<u8> = redis::cmd("GET").arg(key).query(con).unwrap_or_default();
-        let expiry = expire_time(con, key.as_bytes());
-        (
-            reply,
-            left,
-            if expiry > 0 { expiry - started } else { expiry },
-        )
+        let outcome: RedisResult<((i64, i64), Vec<i64>, Option<Vec<u8>>, i64)> = redis::pipe()
+            .atomic()
+            .cmd("TIME")
+            .add_command(command)
+            .cmd("GET")
+            .arg(key)
+            .cmd("PEXPIRETIME")
+            .arg(key)
+            .query(con);
+        match outcome {
+            Ok(((seconds, micros), reply, left, expiry)) => {
+                let started = seconds * 1000 + micros / 1000;
+                let after = if expiry > 0 { expiry - started } else { expiry };
+                (Ok(reply), left.unwrap_or_default(), after)
+            }
+            // The call failed, which changes nothing: ask again for its
+            // text, and read the key it left.
+            Err(_) => {
+                let reply = call(con, module, op, key, &to_strings(args));
+                let left: Vec<u8> = redis::cmd("GET").arg(key).query(con).unwrap_or_default();
+                (reply, left, expire_time(con, key.as_bytes()))
+            }
+        }
     })
 }
 
