@@ -1537,6 +1537,10 @@ fn log_with_a_freed_slot(con: &mut Connection, n: u64, t: u64, zeroed: usize) ->
 /// A call's reply, the bytes it left and the expiry after its clock.
 type Outcome = (Result<Vec<i64>, String>, Vec<u8>, i64);
 
+/// The server's clock (TIME), a call's reply, the bytes it left and its
+/// expiry, from one transaction.
+type TimedCall = ((i64, i64), Vec<i64>, Option<Vec<u8>>, i64);
+
 /// Puts `value` under a key for the module and one for the library, runs
 /// the call on each, and returns each one's outcome. The clock, the call
 /// and what it left are read in one transaction: the key may live only a
@@ -1547,7 +1551,7 @@ fn on_both_timed(con: &mut Connection, value: &[u8], op: Op, args: &[&str]) -> [
         let key = if module { "both:m" } else { "both:l" };
         let command = command(module, op, key, &to_strings(args));
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
-        let outcome: RedisResult<((i64, i64), Vec<i64>, Option<Vec<u8>>, i64)> = redis::pipe()
+        let outcome: RedisResult<TimedCall> = redis::pipe()
             .atomic()
             .cmd("TIME")
             .add_command(command)
