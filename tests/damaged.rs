@@ -235,18 +235,17 @@ fn an_entry_behind_the_newest_that_a_damaged_block_misplaces_is_refused() {
 /// elsewhere. The function library, which counts that window straight
 /// through, probes the same blocks in the same order as the module and
 /// so counts alike: the same replies (admitted, denied or WRONGTYPE) and
-/// the same bytes after each call. Its probes are reads of their own on a
-/// log of many blocks, and reads of the blocks between read at once on a
-/// log of a few; each kind is damaged here. (Only format version 2 has
-/// blocks with first times.)
+/// the same bytes after each call: on a log of many blocks, where the
+/// search starts 32 blocks before the tail, and on one of a few, where it
+/// starts after the head block. (Only format version 2 has blocks with
+/// first times.)
 #[test]
 fn a_narrow_window_over_damaged_block_starts_is_counted_as_the_module_counts() {
     let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let mut rng = Rng(0x5eed_2026);
     let spacing = 36;
-    // About 60 blocks, where the search starts 32 before the tail; and
-    // about 8, at most 8 between the head and tail blocks.
+    // About 60 blocks, and about 8.
     for (entries, blocks_between) in [(15_000u64, 40..100), (1_000, 2..9)] {
         let (mut differed, mut admitted) = (0, 0);
         for round in 0..6u64 {

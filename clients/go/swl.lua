@@ -3252,17 +3252,6 @@ end
 -- ranks count from: read a probe at a time, with a GETRANGE of a block's
 -- first time or rank (as the general path reads them: the same
 -- comparisons, so a damaged log is searched alike).
--- A speed trick: where the blocks between the head and tail blocks are
--- few (at most P_KEPT_REGION_AT_MOST), they are read at once, in one
--- GETRANGE, and the same probes and the block found are read from it.
--- Redis's Lua hashes every byte of a string it makes, but a GETRANGE
--- costs as much as a kilobyte hashed, so a few blocks read once cost
--- less than a search's probes and then its block. Measured by callgrind
--- on two windows (an hour and a minute) over a 1,000-entry log in steady
--- state, where one call in eight searches: 202,500 instructions a call
--- before, 191,100 after; unchanged from 10,000 entries on, where the
--- blocks between are more. Set to -1, every reply and byte is as before.
-local P_KEPT_REGION_AT_MOST = 8
 local p_kept_key, p_kept_rank = false, 0
 local function p_kept_starts_by(index)
   local lo, mid, hi = struct_unpack('<I4I2B', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, 7))
@@ -3271,36 +3260,6 @@ end
 local function p_kept_ranked_by(index)
   local before = struct_unpack('<I4', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK + 8, 4))
   return p_rank_from(before, p_kept_rank) <= p_sought
-end
--- The same probes of the blocks read at once, from block
--- p_kept_region_first on.
-local p_kept_region, p_kept_region_first = false, 0
-local function p_region_starts_by(index)
-  local lo, mid, hi = struct_unpack('<I4I2B', p_kept_region, (index - p_kept_region_first) * P_BLOCK + 1)
-  return lo + mid * 4294967296 + hi * 281474976710656 <= p_sought
-end
-local function p_region_ranked_by(index)
-  local before = struct_unpack('<I4', p_kept_region, (index - p_kept_region_first) * P_BLOCK + 9)
-  return p_rank_from(before, p_kept_rank) <= p_sought
-end
--- Searches of the blocks between `head_block` and `tail` of `key` from
--- here on: true where those blocks were read at once (they are few).
-local function p_kept_search(key, head_block, tail)
-  p_kept_key, p_kept_region = key, false
-  if tail - head_block - 1 > P_KEPT_REGION_AT_MOST then return false end
-  p_kept_region_first = head_block + 1
-  p_kept_region = keyspace.getrange(key, P_HEADER + p_kept_region_first * P_BLOCK, (tail - head_block - 1) * P_BLOCK)
-  return true
-end
--- Block `index`, which a search found, read (nil where it is not one).
-local function p_kept_found(index)
-  if p_kept_region then
-    local from = (index - p_kept_region_first) * P_BLOCK + 1
-    return p_block(p_kept_region, from, from + P_BLOCK - 1, p_kept_block)
-  end
-  local str = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, P_BLOCK)
-  if #str < P_MIN_EXTENT then return nil end
-  return p_block_read(str, p_kept_block)
 end
 
 -- Live entries at or before `at` (as p_count_through), where the call
@@ -3325,10 +3284,11 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
     if t.first > at then
       -- The module's search of the blocks between (block_through's),
       -- then the block found, read.
-      local region = p_kept_search(key, head_block, tail)
-      p_sought = at
-      b = p_kept_found(p_search_between(head_block, tail, region and p_region_starts_by or p_kept_starts_by))
-      if not b then return nil end
+      p_kept_key, p_sought = key, at
+      local index = p_search_between(head_block, tail, p_kept_starts_by)
+      local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
+      if #str < P_MIN_EXTENT then return nil end
+      b = p_block_read(str, p_kept_block)
     end
     through = p_rank_from(b.before, rank) + p_count_through_block(b, at)
     if b ~= t then p_let_go(b) end
@@ -3349,10 +3309,11 @@ local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live
   if tail == head_block or offset + r < k.n then return k.times[offset + r + 1] or MAX_MS end
   local b, d = t, p_rank_from(t.before, rank)
   if d > r then
-    local region = p_kept_search(key, head_block, tail)
-    p_kept_rank, p_sought = rank, r
-    b = p_kept_found(p_search_rank(head_block, tail, region and p_region_ranked_by or p_kept_ranked_by))
-    if not b then return nil end
+    p_kept_key, p_kept_rank, p_sought = key, rank, r
+    local index = p_search_rank(head_block, tail, p_kept_ranked_by)
+    local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
+    if #str < P_MIN_EXTENT then return nil end
+    b = p_block_read(str, p_kept_block)
     d = p_rank_from(b.before, rank)
   end
   local time = r - d >= 0 and p_time_of(b, r - d)
