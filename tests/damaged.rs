@@ -8,7 +8,7 @@ mod support;
 
 use redis::{Connection, RedisError, Value};
 use support::{
-    compact_slots, decode_packed, error_text, load_library, swl_command, Encoding, Rng, Server,
+    compact_slots, decode_packed, error_text, server_in, swl_command, Encoding, Rng, Server,
 };
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -42,14 +42,6 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 fn get(con: &mut Connection, key: &str) -> Vec<u8> {
     redis::cmd("GET").arg(key).query(con).expect("GET")
-}
-
-/// A server with the module and the library, both creating compact logs
-/// in `encoding`'s format version.
-fn server_in(encoding: Encoding) -> Server {
-    let server = Server::with(encoding.config());
-    load_library(&server, encoding);
-    server
 }
 
 /// Format version 1, whose slots the tests below damage one by one.

@@ -10,7 +10,8 @@ use std::ops::RangeInclusive;
 use redis::{Connection, RedisResult, Value};
 use support::{
     check_result, contents, error_text, expire_time, for_each_encoding, load_library, scores,
-    server_ms, snapshot, swl_command, unhex, Config, Contents, Encoding, Rng, Server, NEVER_MS,
+    server_in, server_ms, snapshot, swl_command, unhex, Config, Contents, Encoding, Rng, Server,
+    NEVER_MS,
 };
 
 /// The calls that take a request's arguments.
@@ -407,8 +408,7 @@ fn differential(
     max_limit: u64,
     foreign: Option<u64>,
 ) -> Seen {
-    let server = Server::with(encoding.config());
-    load_library(&server, encoding);
+    let server = server_in(encoding);
     let mut con = server.connect();
     let mut resp3 = server.connect_resp3();
     let mut rng = Rng(seed);
@@ -685,8 +685,7 @@ type Replies = Vec<Result<Value, String>>;
 
 #[test]
 fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
-    let server = Server::with(Encoding::Compact1.config());
-    load_library(&server, Encoding::Compact1);
+    let server = server_in(Encoding::Compact1);
     let mut con = server.connect();
     let narrow = module_log(&mut con, "narrow", &[1000, 1001, 1002]);
     let wide = module_log(&mut con, "wide", &[1000, 1000 + (1 << 32)]);
@@ -787,8 +786,7 @@ fn damaged_compact_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
 /// and the tail, which a call does not read, shows only to SWL.ENTRIES.
 #[test]
 fn damaged_packed_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+    let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let small = module_log(&mut con, "small", &[1000, 1700, 2500]);
     assert_eq!((small.len(), small[4]), (60, 2));
@@ -855,8 +853,7 @@ fn damaged_packed_logs_get_the_same_replies_from_both_and_keep_their_bytes() {
 /// checks a tail block: where it fails, neither reads a log after).
 #[test]
 fn damaged_blocks_between_head_and_tail_are_read_alike() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+    let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     // 8,000 entries a second apart: over 40 blocks.
     let (log, newest) = packed_log_of(&mut con, 8000, 1000, 0);
@@ -916,8 +913,7 @@ fn damaged_blocks_between_head_and_tail_are_read_alike() {
 
 #[test]
 fn a_denied_log_changed_by_another_tool_is_read_as_it_now_is() {
-    let server = Server::with(Encoding::Compact1.config());
-    load_library(&server, Encoding::Compact1);
+    let server = server_in(Encoding::Compact1);
     let mut con = server.connect();
     let full = module_log(&mut con, "full", &[1000, 1001, 1002]);
     let ints = |values: &[i64]| {
@@ -983,8 +979,7 @@ fn the_library_writes_the_modules_bytes_at_the_format_edges() {
 }
 
 fn format_edges_alike(encoding: Encoding) {
-    let server = Server::with(encoding.config());
-    load_library(&server, encoding);
+    let server = server_in(encoding);
     let mut con = server.connect();
     let wide = 1u64 << 40;
     let max = (1u64 << 53) - 1;
@@ -1106,8 +1101,7 @@ fn format_edges_alike(encoding: Encoding) {
 /// takes a later entry alike.
 #[test]
 fn new_logs_of_any_cost_a_block_holds_are_made_alike() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+    let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     for cost in [1, 2, 16, 17, 100, 1472, 1473, 1500, 1919, 1920, 1921, 5000] {
         for (n, now) in [(0, "1000000"), (1, "1001000")] {
@@ -1273,8 +1267,7 @@ fn probe_both(
 #[test]
 fn waits_past_2_53_bind_the_same_window_in_the_library() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let mut con = server.connect();
         let max = "9007199254740991";
         let max_1 = "9007199254740990";
@@ -1323,8 +1316,7 @@ fn waits_past_2_53_bind_the_same_window_in_the_library() {
 #[test]
 fn a_refund_that_leaves_nothing_live_ends_the_key_in_both() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let mut con = server.connect();
         let setup: &[(Op, &[&str])] = &[(Op::Check, &["1000", "5", "1000", "COST", "2"])];
         let refund = (Op::Refund, &["1000", "5", "5000"][..]);
@@ -1404,8 +1396,7 @@ fn timed_call(
 #[test]
 fn the_librarys_expiry_is_the_modules_after_a_long_call() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let mut con = server.connect();
         let args = ["60000", "100000", "*", "COST", "100000"];
         for module in [true, false] {
@@ -1450,8 +1441,7 @@ fn large_compact_logs_are_rewritten_alike_by_both() {
 }
 
 fn large_logs_rewritten_alike(encoding: Encoding) {
-    let server = Server::with(encoding.config());
-    load_library(&server, encoding);
+    let server = server_in(encoding);
     let mut con = server.connect();
     let slots = encoding == Encoding::Compact1;
     let t: u64 = 1_800_000_000_000;
@@ -1584,8 +1574,7 @@ fn on_both_timed(con: &mut Connection, value: &[u8], op: Op, args: &[&str]) -> [
 /// growth is refused as damage, the drop left undone.
 #[test]
 fn damaged_logs_are_replied_to_and_rewritten_alike() {
-    let server = Server::with(Encoding::Compact1.config());
-    load_library(&server, Encoding::Compact1);
+    let server = server_in(Encoding::Compact1);
     let mut con = server.connect();
     let t: u64 = 1_700_000_000_000;
     let last = (t + 39).to_string();
@@ -1619,8 +1608,7 @@ fn damaged_logs_are_replied_to_and_rewritten_alike() {
 /// anew in 4-byte slots, in the module and the library alike.
 #[test]
 fn eight_byte_slots_narrow_again_once_the_wide_span_leaves() {
-    let server = Server::with(Encoding::Compact1.config());
-    load_library(&server, Encoding::Compact1);
+    let server = server_in(Encoding::Compact1);
     let mut con = server.connect();
     let t: u64 = 1_700_000_000_000;
     let width = |con: &mut Connection, key: &str| -> u8 {
@@ -1653,8 +1641,7 @@ fn eight_byte_slots_narrow_again_once_the_wide_span_leaves() {
 /// below that it names the longer wait exactly. The library too.
 #[test]
 fn waits_near_the_never_wait_bind_as_in_the_module() {
-    let server = Server::with(Encoding::Zset.config());
-    load_library(&server, Encoding::Zset);
+    let server = server_in(Encoding::Zset);
     let mut con = server.connect();
     let max = "9007199254740991";
     let cases: [(&[&str], &[&str]); 3] = [
@@ -1969,8 +1956,7 @@ fn op_on_both(con: &mut Connection, value: &[u8], op: Op, args: &[String]) -> [R
 /// module's replies are exact; the library's and the bytes left the same.
 #[test]
 fn damaged_block_interiors_are_counted_alike_after_a_trim_and_a_refund() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+    let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let cases: [(&str, Op, &[&str], Vec<i64>); 2] = [
         (
@@ -2017,8 +2003,7 @@ fn damaged_block_interiors_are_counted_alike_after_a_trim_and_a_refund() {
 /// searched beyond the value.
 #[test]
 fn damaged_head_and_tail_blocks_are_refused_or_read_alike() {
-    let server = Server::with(Encoding::Compact.config());
-    load_library(&server, Encoding::Compact);
+    let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let mut differing = Vec::new();
     // Two blocks; three, the head moved into the second; two, the head
@@ -2170,8 +2155,7 @@ fn entries_behind_the_newest_are_coded_alike_by_both() {
         ),
     ];
     for encoding in [Encoding::Compact, Encoding::Compact1] {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let mut con = server.connect();
         for (name, times, window) in patterns
             .iter()

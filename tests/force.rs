@@ -7,7 +7,7 @@ mod support;
 
 use redis::{Connection, Value};
 use support::{
-    contents, error_text, expire_time, for_each_encoding, load_library, snapshot, swl_command,
+    contents, error_text, expire_time, for_each_encoding, server_in, snapshot, swl_command,
     Contents, Encoding, Server,
 };
 
@@ -35,8 +35,7 @@ struct Both {
 
 impl Both {
     fn start(encoding: Encoding) -> Both {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let con = server.connect();
         Both {
             _server: server,

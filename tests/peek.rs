@@ -5,7 +5,7 @@ mod support;
 
 use redis::Connection;
 use support::{
-    check, contents, error_text, expire_time, for_each_encoding, load_library, start_replica,
+    check, contents, error_text, expire_time, for_each_encoding, server_in, start_replica,
     swl_command, wait_for_replicas, Config, Contents, Rng, Server,
 };
 
@@ -114,8 +114,7 @@ fn peek_oldest(con: &mut Connection, library: bool, key: &str, args: &[&str]) ->
 #[test]
 fn oldest_adds_when_the_oldest_entry_in_the_replys_window_leaves_it() {
     for_each_encoding(|encoding| {
-        let server = Server::with(encoding.config());
-        load_library(&server, encoding);
+        let server = server_in(encoding);
         let mut con = server.connect();
         for library in [false, true] {
             let key = if library { "lib" } else { "mod" };

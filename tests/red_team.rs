@@ -11,8 +11,8 @@ mod support;
 
 use redis::{Connection, ConnectionLike, RedisError, Value};
 use support::{
-    error_text, load_library, server_ms, set_encoding, swl_command, Config, Encoding, Server,
-    ENCODINGS, MAX_MS,
+    error_text, load_library, server_in, server_ms, set_encoding, swl_command, Config, Encoding,
+    Server, ENCODINGS, MAX_MS,
 };
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -737,8 +737,7 @@ const REFILLS: [(&str, &[&str]); 2] = [
 /// must reply alike and leave the same log, in `setting`'s encoding (a
 /// new log, whatever the old one's). Returns what differs.
 fn refills_in(setting: Encoding) -> Vec<String> {
-    let server = Server::with(setting.config());
-    load_library(&server, setting);
+    let server = server_in(setting);
     let mut con = server.connect();
     let mut found = Vec::new();
     for old in ENCODINGS {

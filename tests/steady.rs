@@ -10,7 +10,7 @@
 mod support;
 
 use redis::{Connection, Value};
-use support::{contents, for_each_encoding, load_library, server_ms, Contents, Encoding, Server};
+use support::{contents, for_each_encoding, server_in, server_ms, Contents, Encoding};
 
 /// The window of every call here: an hour.
 const WINDOW: u64 = 3_600_000;
@@ -24,15 +24,6 @@ fn log_of(con: &mut Connection, key: &str) -> (Vec<f64>, Option<Vec<u8>>) {
         _ => None,
     };
     (log.times(), bytes)
-}
-
-/// A server whose module and library both make new logs in `encoding`,
-/// and a connection to it.
-fn server_in(encoding: Encoding) -> (Server, Connection) {
-    let server = Server::with(encoding.config());
-    load_library(&server, encoding);
-    let con = server.connect();
-    (server, con)
 }
 
 /// Replies counted: admitted, denied.
@@ -209,7 +200,8 @@ fn steady(
 #[test]
 fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
     for_each_encoding(|encoding| {
-        let (_server, mut con) = server_in(encoding);
+        let server = server_in(encoding);
+        let mut con = server.connect();
         // One block, a few blocks, many blocks (the head and tail apart).
         for (entries, calls) in [(10, 400), (300, 700), (3000, 3000)] {
             let context = format!("{} with {entries} entries", encoding.name());
@@ -240,7 +232,8 @@ fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
 #[test]
 fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
     for_each_encoding(|encoding| {
-        let (_server, mut con) = server_in(encoding);
+        let server = server_in(encoding);
+        let mut con = server.connect();
         let context = encoding.name();
         let entries = 1000;
         let spacing = WINDOW / entries;
@@ -326,7 +319,8 @@ fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
 #[test]
 fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
     for_each_encoding(|encoding| {
-        let (_server, mut con) = server_in(encoding);
+        let server = server_in(encoding);
+        let mut con = server.connect();
         for entries in [10, 300, 12_000] {
             let context = format!("{} with {entries} entries", encoding.name());
             let keys = ("m", "l");
@@ -418,7 +412,8 @@ fn two_windows_on_a_log_a_client_keeps_calling_are_answered_alike_by_both() {
 #[test]
 fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
     for_each_encoding(|encoding| {
-        let (_server, mut con) = server_in(encoding);
+        let server = server_in(encoding);
+        let mut con = server.connect();
         let context = encoding.name();
         let keys = ("m", "l");
         // Three calls to a window: limits up to 8 admit some, deny others.
@@ -463,7 +458,8 @@ fn small_limits_runs_of_denials_and_later_entries_are_answered_alike_by_both() {
 /// module does: small limits and large, denials, calls behind the newest.
 #[test]
 fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
-    let (_server, mut con) = server_in(Encoding::Compact);
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
     let keys = ("m", "l");
     let spacing = WINDOW / 100;
     let start = server_ms(&mut con) - WINDOW;

@@ -190,6 +190,13 @@ pub fn load_library(server: &Server, encoding: Encoding) {
     assert_eq!(name, "swl");
 }
 
+/// A server whose module and library both make new logs in `encoding`.
+pub fn server_in(encoding: Encoding) -> Server {
+    let server = Server::with(encoding.config());
+    load_library(&server, encoding);
+    server
+}
+
 /// How to start a server.
 #[derive(Clone)]
 pub struct Config {
