@@ -3261,6 +3261,13 @@ local function p_kept_ranked_by(index)
   local before = struct_unpack('<I4', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK + 8, 4))
   return p_rank_from(before, p_kept_rank) <= p_sought
 end
+-- Block `index` of p_kept_key, which a search found, read (nil where it
+-- is not one).
+local function p_kept_found(index)
+  local str = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, P_BLOCK)
+  if #str < P_MIN_EXTENT then return nil end
+  return p_block_read(str, p_kept_block)
+end
 
 -- Live entries at or before `at` (as p_count_through), where the call
 -- trimmed to a floor below it: the head block (kept `k`, its live
@@ -3285,10 +3292,8 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
       -- The module's search of the blocks between (block_through's),
       -- then the block found, read.
       p_kept_key, p_sought = key, at
-      local index = p_search_between(head_block, tail, p_kept_starts_by)
-      local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
-      if #str < P_MIN_EXTENT then return nil end
-      b = p_block_read(str, p_kept_block)
+      b = p_kept_found(p_search_between(head_block, tail, p_kept_starts_by))
+      if not b then return nil end
     end
     through = p_rank_from(b.before, rank) + p_count_through_block(b, at)
     if b ~= t then p_let_go(b) end
@@ -3310,10 +3315,8 @@ local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live
   local b, d = t, p_rank_from(t.before, rank)
   if d > r then
     p_kept_key, p_kept_rank, p_sought = key, rank, r
-    local index = p_search_rank(head_block, tail, p_kept_ranked_by)
-    local str = keyspace.getrange(key, P_HEADER + index * P_BLOCK, P_BLOCK)
-    if #str < P_MIN_EXTENT then return nil end
-    b = p_block_read(str, p_kept_block)
+    b = p_kept_found(p_search_rank(head_block, tail, p_kept_ranked_by))
+    if not b then return nil end
     d = p_rank_from(b.before, rank)
   end
   local time = r - d >= 0 and p_time_of(b, r - d)
