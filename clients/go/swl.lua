@@ -597,13 +597,14 @@ local function member_of_usual(now, seconds, micros)
 end
 
 -- Keys whose last usual check was denied: a client over its limit mostly
--- stays over it for a while, so its next check asks first for the entry
--- a denial waits for (one ZRANGE by rank, which also tells that the log
--- is full), where others ask the count first (ZCARD, which an admit
--- needs). A guess either way costs one command more, never a different
--- reply. At most DENIED_KEPT_AT_MOST keys of at most DENIED_KEY_AT_MOST
--- bytes (Lua's memory, which maxmemory does not count, stays a few
--- hundred KB), all dropped when reached.
+-- stays over it for a while, so its next check first asks whether the
+-- log still holds exactly `limit` entries, none to trim (one ZRANGE of
+-- ranks -limit - 1 and -limit, whose one entry is then the oldest: the
+-- one a denial waits for), where others ask the count first (ZCARD,
+-- which an admit needs). A guess either way costs one command more,
+-- never a different reply. At most DENIED_KEPT_AT_MOST keys of at most
+-- DENIED_KEY_AT_MOST bytes (Lua's memory, which maxmemory does not
+-- count, stays a few hundred KB), all dropped when reached.
 local DENIED_KEPT_AT_MOST, DENIED_KEY_AT_MOST = 1024, 128
 local denied_last, denied_kept = {}, 0
 
@@ -616,14 +617,39 @@ local denied_last, denied_kept = {}, 0
 -- sorted set, having written nothing.
 --   admitted: ZREMRANGEBYSCORE, ZCARD, ZADD, ZCOUNT, PEXPIRE (the usual
 --     script's four and a count of entries after now, for the reset);
---   denied after a denial: ZREMRANGEBYSCORE, two ZRANGEs, PTTL;
+--   denied after a denial, the log still full: two ZRANGEs and PTTL (the
+--     trim would remove nothing, so it is not sent: a ZREMRANGEBYSCORE
+--     that removes nothing changes nothing, and is neither propagated
+--     nor notified);
 --   limit 1 or 2: the newest `limit` entries in one ZRANGE, which tell
 --     the count and the newest where they are fewer, whatever came before.
 local function check_usual(key, floor, limit, now, seconds, micros)
-  local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
-  if type(trimmed) ~= 'number' then return nil end
   local from, card, newest = num(-limit), nil, nil
-  if limit <= TAIL_AT_MOST then
+  -- Whether the log held fewer than `limit` entries before the trim.
+  local below_limit = false
+  if limit > TAIL_AT_MOST and denied_last[key] then
+    local entries = redis_pcall('ZRANGE', key, num(-limit - 1), from, 'WITHSCORES')
+    if entries.err then return nil end
+    local n = #entries
+    if n == 2 then
+      -- Exactly `limit` entries: the oldest, and the count the trim leaves.
+      local oldest = entries[2] + 0
+      if oldest > floor then
+        newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+        return false, limit, newest, oldest
+      end
+      card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+    else
+      redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+      below_limit = n == 0
+    end
+  else
+    local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+    if type(trimmed) ~= 'number' then return nil end
+  end
+  if card then
+    denied_last[key] = nil
+  elseif limit <= TAIL_AT_MOST then
     local entries = redis_call('ZRANGE', key, from, '-1', 'WITHSCORES')
     local n = #entries
     if n == 2 * limit then
@@ -632,6 +658,9 @@ local function check_usual(key, floor, limit, now, seconds, micros)
     end
     card = n / 2
     if n > 0 then newest = entries[n] + 0 end
+  elseif below_limit then
+    denied_last[key] = nil
+    card = redis_call('ZCARD', key)
   else
     if not denied_last[key] then card = redis_call('ZCARD', key) end
     if not card or card >= limit then
