@@ -647,8 +647,10 @@ breakdown() {
 # decision, by the count): a function per encoding that admits as the
 # library does on a log it has already written (a count of later entries
 # after the ZADD, on a sorted set) and denies as it does (on a sorted set,
-# the entry the wait is for and the newest, then the expiry; on a compact
-# log, the expiry), passing arguments as text as the library does, and
+# the entry the wait is for and the newest, then the expiry, and a key
+# denied the call before, still full with nothing to trim, read before the
+# trim, which is then not sent; on a compact log, the expiry), passing
+# arguments as text as the library does, and
 # replies six integers as the library does. What these cost over the
 # script is the share of the commands and the reply; what the library
 # costs over these is its Lua's.
@@ -658,18 +660,29 @@ local function clock()
   local seconds, micros = t[1] + 0, t[2] + 0
   return seconds * 1000 + (micros - micros % 1000) / 1000, micros
 end
+local denied_last = {}
 local function zset_floor(keys, args)
   local now, micros = clock()
   local window, limit = tonumber(args[1]), tonumber(args[2])
+  if denied_last[keys[1]] then
+    local before = redis.call("ZRANGE", keys[1], string.format("%d", -limit - 1), string.format("%d", -limit), "WITHSCORES")
+    if #before == 2 and before[2] + 0 > now - window then
+      redis.call("ZRANGE", keys[1], "-1", "-1", "WITHSCORES")
+      redis.call("PEXPIRETIME", keys[1])
+      return { 0, limit, 0, 1, 1, window }
+    end
+  end
   redis.call("ZREMRANGEBYSCORE", keys[1], "-inf", string.format("%d", now - window))
   local count = redis.call("ZCARD", keys[1])
   if count < limit then
+    denied_last[keys[1]] = nil
     local at = string.format("%d", now)
     redis.call("ZADD", keys[1], "NX", at, string.format("%d", 10000000000000 + micros * 1000))
     redis.call("ZCOUNT", keys[1], "(" .. at, "+inf")
     redis.call("PEXPIRE", keys[1], args[1])
     return { 1, limit, limit - count - 1, -1, window, window }
   end
+  denied_last[keys[1]] = true
   local rank = string.format("%d", count - limit)
   redis.call("ZRANGE", keys[1], rank, rank, "WITHSCORES")
   redis.call("ZRANGE", keys[1], "-1", "-1", "WITHSCORES")
