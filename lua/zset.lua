@@ -201,67 +201,80 @@ local denied_last, denied_kept = {}, 0
 -- it needs and no more: whether it was admitted, its count after, the
 -- newest entry and, denied, the entry whose leaving lets a request in (as
 -- window.verdict reads them); nil where the key holds anything but a
--- sorted set, having written nothing.
+-- sorted set, having written nothing. A trim that would remove nothing
+-- is not sent where a read shows it (a ZREMRANGEBYSCORE that removes
+-- nothing changes nothing, and is neither propagated nor notified).
 --   admitted: ZREMRANGEBYSCORE, ZCARD, ZADD, ZCOUNT, PEXPIRE (the usual
 --     script's four and a count of entries after now, for the reset);
---   denied after a denial, the log still full: two ZRANGEs and PTTL (the
---     trim would remove nothing, so it is not sent: a ZREMRANGEBYSCORE
---     that removes nothing changes nothing, and is neither propagated
---     nor notified);
---   limit 1 or 2: the newest `limit` entries in one ZRANGE, which tell
---     the count and the newest where they are fewer, whatever came before.
+--   denied after a denial, the log still full: two ZRANGEs and PTTL;
+--   limit 1 or 2: the newest limit + 1 entries in one ZRANGE, which are
+--     the whole log where it holds at most `limit`: its count, oldest and
+--     newest, so a denial takes that and PTTL, and an admit whose oldest
+--     entry is inside the window ZADD and PEXPIRE after it; where it
+--     holds more, the trim, and those entries still tell the count up to
+--     `limit` and the entries the reply needs.
 local function check_usual(key, floor, limit, now, seconds, micros)
   local from, card, newest = num(-limit), nil, nil
-  -- Whether the log held fewer than `limit` entries before the trim.
-  local below_limit = false
-  if limit > TAIL_AT_MOST and denied_last[key] then
-    local entries = redis_pcall('ZRANGE', key, num(-limit - 1), from, 'WITHSCORES')
+  if limit <= TAIL_AT_MOST then
+    local entries = redis_pcall('ZRANGE', key, num(-limit - 1), '-1', 'WITHSCORES')
     if entries.err then return nil end
     local n = #entries
-    if n == 2 then
-      -- Exactly `limit` entries: the oldest, and the count the trim leaves.
-      local oldest = entries[2] + 0
-      if oldest > floor then
-        newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
-        return false, limit, newest, oldest
-      end
-      card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
-    else
+    -- Trimmed where the read does not show that nothing would go: it is
+    -- not the whole log, or its oldest entry has left.
+    if n > 2 * limit or (n > 0 and entries[2] + 0 <= floor) then
       redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
-      below_limit = n == 0
     end
+    -- The entries read that the trim leaves, from the `i`-th score on:
+    -- all that the log then holds, unless more than `limit` are left.
+    local i = 2
+    while i <= n and entries[i] + 0 <= floor do i = i + 2 end
+    card = (n - i) / 2 + 1
+    if card > limit then return false, limit, entries[n] + 0, entries[4] + 0 end
+    if card == limit then return false, limit, entries[n] + 0, entries[i] + 0 end
+    if card > 0 then newest = entries[n] + 0 end
   else
-    local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
-    if type(trimmed) ~= 'number' then return nil end
-  end
-  if card then
-    denied_last[key] = nil
-  elseif limit <= TAIL_AT_MOST then
-    local entries = redis_call('ZRANGE', key, from, '-1', 'WITHSCORES')
-    local n = #entries
-    if n == 2 * limit then
-      newest = entries[n] + 0
-      return false, limit, newest, entries[2] + 0
-    end
-    card = n / 2
-    if n > 0 then newest = entries[n] + 0 end
-  elseif below_limit then
-    denied_last[key] = nil
-    card = redis_call('ZCARD', key)
-  else
-    if not denied_last[key] then card = redis_call('ZCARD', key) end
-    if not card or card >= limit then
-      local entry = redis_call('ZRANGE', key, from, from, 'WITHSCORES')
-      if entry[2] then
-        if not denied_last[key] and #key <= DENIED_KEY_AT_MOST then
-          if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
-          denied_last[key], denied_kept = true, denied_kept + 1
+    -- Whether the log held fewer than `limit` entries before the trim.
+    local below_limit = false
+    if denied_last[key] then
+      local entries = redis_pcall('ZRANGE', key, num(-limit - 1), from, 'WITHSCORES')
+      if entries.err then return nil end
+      local n = #entries
+      if n == 2 then
+        -- Exactly `limit` entries: the oldest, and the count the trim leaves.
+        local oldest = entries[2] + 0
+        if oldest > floor then
+          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          return false, limit, newest, oldest
         end
-        newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
-        return false, limit, newest, entry[2] + 0
+        card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+      else
+        redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+        below_limit = n == 0
       end
+    else
+      local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
+      if type(trimmed) ~= 'number' then return nil end
+    end
+    if card then
       denied_last[key] = nil
-      card = card or redis_call('ZCARD', key)
+    elseif below_limit then
+      denied_last[key] = nil
+      card = redis_call('ZCARD', key)
+    else
+      if not denied_last[key] then card = redis_call('ZCARD', key) end
+      if not card or card >= limit then
+        local entry = redis_call('ZRANGE', key, from, from, 'WITHSCORES')
+        if entry[2] then
+          if not denied_last[key] and #key <= DENIED_KEY_AT_MOST then
+            if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
+            denied_last[key], denied_kept = true, denied_kept + 1
+          end
+          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          return false, limit, newest, entry[2] + 0
+        end
+        denied_last[key] = nil
+        card = card or redis_call('ZCARD', key)
+      end
     end
   end
   next_member = add_members(key, now, 1, member_of_usual(now, seconds, micros))

@@ -1789,37 +1789,66 @@ fn scores_as_text(con: &mut Connection, key: &str) -> Result<Vec<String>, String
         .map_err(|e| error_text(&e))
 }
 
-/// A sorted set whose last check was denied is read as it now is, however
-/// it changed since: still full, its oldest entry gone, over its limit or
-/// under it after another tool's writes, gone, or another type. The module
-/// on one key and the library on another get the same calls: the same
-/// replies, scores and expiries, and the library issues the commands each
-/// case needs.
-#[test]
-fn a_sorted_set_denied_again_is_read_as_it_now_is() {
+/// (Another tool's write first, on both keys, where any; now_ms; the
+/// reply; the library's commands, where the case is about them.)
+type SortedSetStep<'a> = (
+    &'a [&'a str],
+    &'a str,
+    Result<Vec<i64>, String>,
+    Option<&'a [&'a str]>,
+);
+
+/// Checks of a one-second window and `limit` through the module on one
+/// sorted set and the library on another, each step's write first applied
+/// to both: the same replies, scores and expiries after every step, and
+/// the library's commands where a step names them.
+fn sorted_set_steps_alike(limit: &str, steps: Vec<SortedSetStep>) {
     let server = server_in(Encoding::Zset);
     let mut con = server.connect();
-    // Another tool's write, on both keys.
-    let write = |con: &mut Connection, command: &[&str]| {
-        for key in ["m", "l"] {
-            let _: Value = redis::cmd(command[0])
-                .arg(key)
-                .arg(&command[1..])
-                .query(con)
-                .unwrap();
+    for (write_first, now, reply, commands) in steps {
+        if !write_first.is_empty() {
+            for key in ["m", "l"] {
+                let _: Value = redis::cmd(write_first[0])
+                    .arg(key)
+                    .arg(&write_first[1..])
+                    .query(&mut con)
+                    .unwrap();
+            }
         }
-    };
+        let args = ["1000", limit, now];
+        let before = server_ms(&mut con);
+        let module = call(&mut con, true, Op::Check, "m", &to_strings(&args));
+        let (library, issued) = replied_and_commands_of(&mut con, "l", &args);
+        let after = server_ms(&mut con);
+        assert_eq!(module, reply, "at {now}: the module");
+        assert_eq!(library, reply, "at {now}: the library");
+        if let Some(commands) = commands {
+            assert_eq!(issued, named(commands), "at {now}: the library's commands");
+        }
+        assert_eq!(
+            scores_as_text(&mut con, "l"),
+            scores_as_text(&mut con, "m"),
+            "at {now}: scores"
+        );
+        // Set from the server's clock as each call ran: apart by at most
+        // the time between them.
+        let (m, l) = (expire_time(&mut con, b"m"), expire_time(&mut con, b"l"));
+        assert!(
+            (m < 0 && m == l) || (m > 0 && l >= m && l - m <= (after - before) as i64),
+            "at {now}: expiries {m} and {l}, {} ms apart",
+            after - before
+        );
+    }
+}
+
+/// A sorted set whose last check was denied is read as it now is, however
+/// it changed since: still full, its oldest entry gone, over its limit or
+/// under it after another tool's writes, gone, or another type.
+#[test]
+fn a_sorted_set_denied_again_is_read_as_it_now_is() {
     let admitted_after_denials: &[&str] =
         &["zrange", "zremrangebyscore", "zadd", "zcount", "pexpire"];
-    // (another tool's write first, where any; now_ms; reply; the library's
-    // commands, where this case is about them)
-    type Step<'a> = (
-        &'a [&'a str],
-        &'a str,
-        Result<Vec<i64>, String>,
-        Option<&'a [&'a str]>,
-    );
-    let steps: Vec<Step> = vec![
+    let steps: Vec<SortedSetStep> = vec![
         (&[], "1000", Ok(vec![1, 3, 2, -1, 1000, 1000]), None),
         (&[], "1001", Ok(vec![1, 3, 1, -1, 1000, 1000]), None),
         (&[], "1002", Ok(vec![1, 3, 0, -1, 1000, 1000]), None),
@@ -1890,34 +1919,104 @@ fn a_sorted_set_denied_again_is_read_as_it_now_is() {
             Some(&["zrange", "zremrangebyscore", "zcard", "zadd", "pexpire"]),
         ),
     ];
-    for (write_first, now, reply, commands) in steps {
-        if !write_first.is_empty() {
-            write(&mut con, write_first);
-        }
-        let args = ["1000", "3", now];
-        let before = server_ms(&mut con);
-        let module = call(&mut con, true, Op::Check, "m", &to_strings(&args));
-        let (library, issued) = replied_and_commands_of(&mut con, "l", &args);
-        let after = server_ms(&mut con);
-        assert_eq!(module, reply, "at {now}: the module");
-        assert_eq!(library, reply, "at {now}: the library");
-        if let Some(commands) = commands {
-            assert_eq!(issued, named(commands), "at {now}: the library's commands");
-        }
-        assert_eq!(
-            scores_as_text(&mut con, "l"),
-            scores_as_text(&mut con, "m"),
-            "at {now}: scores"
-        );
-        // Set from the server's clock as each call ran: apart by at most
-        // the time between them.
-        let (m, l) = (expire_time(&mut con, b"m"), expire_time(&mut con, b"l"));
-        assert!(
-            (m < 0 && m == l) || (m > 0 && l >= m && l - m <= (after - before) as i64),
-            "at {now}: expiries {m} and {l}, {} ms apart",
-            after - before
-        );
-    }
+    sorted_set_steps_alike("3", steps);
+}
+
+/// At limits 1 and 2 a sorted set is read before it is trimmed, the newest
+/// limit + 1 entries at once: the whole log, unless it holds more. Each
+/// case reads alike in the module and the library: a new log, an admit
+/// and a denial with nothing to trim, an admit after the oldest left,
+/// more entries than the limit from another tool (the entry the wait is
+/// for among those read, older ones trimmed too), gone, another type.
+#[test]
+fn small_limits_read_the_sorted_set_before_trimming_it() {
+    let admitted: &[&str] = &["zrange", "zadd", "pexpire"];
+    let admitted_after_a_trim: &[&str] = &["zrange", "zremrangebyscore", "zadd", "pexpire"];
+    let denied: &[&str] = &["zrange", "pttl"];
+    let denied_after_a_trim: &[&str] = &["zrange", "zremrangebyscore", "pttl"];
+    let wrongtype = Err("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    sorted_set_steps_alike(
+        "2",
+        vec![
+            (
+                &[],
+                "1000",
+                Ok(vec![1, 2, 1, -1, 1000, 1000]),
+                Some(admitted),
+            ),
+            (
+                &[],
+                "1001",
+                Ok(vec![1, 2, 0, -1, 1000, 1000]),
+                Some(admitted),
+            ),
+            (&[], "1500", Ok(vec![0, 2, 0, 500, 501, 1000]), Some(denied)),
+            // The oldest at the floor.
+            (
+                &[],
+                "2000",
+                Ok(vec![1, 2, 0, -1, 1000, 1000]),
+                Some(admitted_after_a_trim),
+            ),
+            // Three entries: the trim is sent though it removes nothing.
+            (
+                &["ZADD", "1500", "x"],
+                "2000",
+                Ok(vec![0, 2, 0, 500, 1000, 1000]),
+                Some(denied_after_a_trim),
+            ),
+            (
+                &[],
+                "2001",
+                Ok(vec![0, 2, 0, 499, 999, 1000]),
+                Some(denied_after_a_trim),
+            ),
+            // Older entries than those read are trimmed too.
+            (
+                &["ZADD", "100", "y", "1200", "z"],
+                "2201",
+                Ok(vec![0, 2, 0, 299, 799, 1000]),
+                Some(denied_after_a_trim),
+            ),
+            (
+                &[],
+                "2600",
+                Ok(vec![1, 2, 0, -1, 1000, 1000]),
+                Some(admitted_after_a_trim),
+            ),
+            (&["SET", "x"], "2700", wrongtype, None),
+            (
+                &["DEL"],
+                "2700",
+                Ok(vec![1, 2, 1, -1, 1000, 1000]),
+                Some(admitted),
+            ),
+        ],
+    );
+    sorted_set_steps_alike(
+        "1",
+        vec![
+            (
+                &[],
+                "1000",
+                Ok(vec![1, 1, 0, -1, 1000, 1000]),
+                Some(admitted),
+            ),
+            (&[], "1999", Ok(vec![0, 1, 0, 1, 1, 1000]), Some(denied)),
+            (
+                &[],
+                "2000",
+                Ok(vec![1, 1, 0, -1, 1000, 1000]),
+                Some(admitted_after_a_trim),
+            ),
+            (
+                &["ZADD", "1999", "x"],
+                "2500",
+                Ok(vec![0, 1, 0, 500, 500, 1000]),
+                Some(denied_after_a_trim),
+            ),
+        ],
+    );
 }
 
 /// The one-window calls are the ones nearly every user makes: each issues
@@ -2028,11 +2127,12 @@ fn one_window_calls_issue_the_fewest_commands() {
             );
         }
         if encoding == Encoding::Zset {
-            // Limit 2 on a log of fewer: the one read of the newest two
-            // tells the count and the newest (no ZCARD, no ZCOUNT); with
-            // now_ms passed in, no TIME and a relative expiry.
+            // Limit 2 on a log of fewer: the one read of the newest three
+            // is the whole log, and tells the count and the newest (no
+            // ZCARD, no ZCOUNT) and that nothing is to trim; with now_ms
+            // passed in, no TIME and a relative expiry.
             let now = server_ms(&mut con).to_string();
-            let few: &[&str] = &["zremrangebyscore", "zrange", "zadd", "pexpire"];
+            let few: &[&str] = &["zrange", "zadd", "pexpire"];
             assert_eq!(
                 commands_of(&mut con, "few", &["60000", "2", &now]),
                 named(few),
