@@ -646,8 +646,6 @@ local function check_usual(key, floor, limit, now, seconds, micros)
     if card == limit then return false, limit, entries[n] + 0, entries[i] + 0 end
     if card > 0 then newest = entries[n] + 0 end
   else
-    -- Whether the log held fewer than `limit` entries before the trim.
-    local below_limit = false
     if denied_last[key] then
       local entries = redis_pcall('ZRANGE', key, num(-limit - 1), from, 'WITHSCORES')
       if entries.err then return nil end
@@ -662,7 +660,8 @@ local function check_usual(key, floor, limit, now, seconds, micros)
         card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
       else
         redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
-        below_limit = n == 0
+        -- Fewer than `limit` entries: admitted, counted after the trim.
+        if n == 0 then card = redis_call('ZCARD', key) end
       end
     else
       local trimmed = redis_pcall('ZREMRANGEBYSCORE', key, '-inf', num(floor))
@@ -670,9 +669,6 @@ local function check_usual(key, floor, limit, now, seconds, micros)
     end
     if card then
       denied_last[key] = nil
-    elseif below_limit then
-      denied_last[key] = nil
-      card = redis_call('ZCARD', key)
     else
       if not denied_last[key] then card = redis_call('ZCARD', key) end
       if not card or card >= limit then
