@@ -6,7 +6,6 @@ local integer_of, parse_window, parse = request.integer_of, request.parse_window
 local counts, add_recorded, verdict = window.counts, window.add_recorded, window.verdict
 local ms_until_left = window.ms_until_left
 local zset_log, compact_log = zset.log, compact.log
-local USUAL_READ, USUAL_READ_LAST = packed.USUAL_READ, packed.USUAL_READ_LAST
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
@@ -136,11 +135,11 @@ end
 -- The usual check with a second window on a packed log (see
 -- packed.check_kept), whose value starts with `start`: its reply, with
 -- the expiry swl_check would set; nil otherwise, having written nothing.
-local function two_windows_check(key, start, window, second, now, clock_ms)
+local function two_windows_check(key, start, whole, window, second, now, clock_ms)
   local wide, narrow = window, second
   if second.ms > window.ms then wide, narrow = second, window end
   local allowed, count, newest, score, narrow_count, narrow_score =
-    packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
+    packed.check_kept(key, start, whole, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
   if allowed == nil then return nil end
   local first_count = wide == window and count or narrow_count
   local second_count = wide == second and count or narrow_count
@@ -205,8 +204,9 @@ local function usual_check(key, args)
   local ms, limit = window.ms, window.limit
   local allowed, count, newest, score, start, whole
   if ENCODING ~= 'zset' then
-    start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
-    whole = type(start) == 'string' and #start < USUAL_READ
+    local read, read_last = packed.usual_read(key)
+    start = redis_pcall('GETRANGE', key, '0', read_last)
+    whole = type(start) == 'string' and #start < read
   end
   if type(start) ~= 'string' then
     -- A sorted set: where new logs are packed, one from before the
@@ -218,11 +218,11 @@ local function usual_check(key, args)
     end
     if allowed == nil then return nil, start, clock_ms, seconds, micros end
   elseif second then
-    local reply = two_windows_check(key, start, window, second, now, clock_ms)
+    local reply = two_windows_check(key, start, whole, window, second, now, clock_ms)
     if reply then return reply end
     return nil, whole and start or nil, clock_ms, seconds, micros
   else
-    allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+    allowed, count, newest, score = packed.check_kept(key, start, whole, now - ms, limit, now)
     if allowed == nil and whole then
       allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
     end

@@ -3105,9 +3105,9 @@ end
 -- moved to `rank` in block `head_block` where given, and `bytes` at `at`
 -- in tail block `tail` where given; with both in block 0, one range from
 -- the head, the bytes between as `start` (the value's first bytes) holds
--- them.
+-- them, where it holds them all.
 local function p_write_straight(key, start, rank, head_block, tail, at, bytes)
-  if rank and bytes and tail == 0 then
+  if rank and bytes and tail == 0 and at <= #start then
     bytes = struct_pack('<I4I4', rank, 0) .. string.sub(start, 17, at) .. bytes
     at = 8
   elseif rank then
@@ -3238,14 +3238,31 @@ local P_KEPT_KEYS_AT_MOST, P_KEPT_CALLS_AT_MOST = 32, 4096
 -- The head block is read with the first 12 bytes of the block after it:
 -- the trim reads that block's first time, as the module's search does.
 local P_HEAD_READ = P_BLOCK + 12
--- What the usual check reads of a value first: its header and block 0
--- as a head block is read (a one-block log's value, mostly, whole).
-local P_USUAL_READ = P_HEADER + P_HEAD_READ
--- (Its last offset as GETRANGE takes it, P_USUAL_READ - 1: loading a
--- library sees no tostring.)
-packed.USUAL_READ, packed.USUAL_READ_LAST = P_USUAL_READ, '291'
 local p_kept, p_kept_keys, p_kept_calls = {}, 0, 0
 local p_kept_block, p_tail_block = {}, {}
+
+-- What the usual check reads of a value first: its header and block 0
+-- as a head block is read (a one-block log's value, mostly, whole); its
+-- last offset as GETRANGE takes it, P_USUAL_READ - 1 (loading a library
+-- sees no tostring).
+local P_USUAL_READ, P_USUAL_READ_LAST = P_HEADER + P_HEAD_READ, '291'
+-- Header alone: a key kept whose head block was last past block 0 (most
+-- calls on a log of more than a block) reads only the header first, for
+-- its block 0 is not the call's: those 268 bytes, made a Lua string
+-- (which Redis's Lua hashes byte by byte), cost 2,400 of a steady
+-- denial's 77,300 instructions at 1,000 entries (docs/DEVELOPMENT.md).
+-- A guess either way costs a GETRANGE more, never
+-- a different reply. Removing `past_block_0` (reading P_USUAL_READ bytes
+-- always) leaves every reply and byte as they are.
+local P_HEADER_LAST = '23'
+
+-- How much of `key`'s value the usual check reads first: its length, and
+-- its last offset as GETRANGE takes it.
+packed.usual_read = function(key)
+  local k = p_kept[key]
+  if k and k.past_block_0 then return P_HEADER, P_HEADER_LAST end
+  return P_USUAL_READ, P_USUAL_READ_LAST
+end
 
 -- The block at the start of `str`, bytes read from where it lies (its
 -- extent is at most a block's), in `into`.
@@ -3281,7 +3298,7 @@ local function p_kept_head(key, str)
   end
   if not k then p_kept_keys = p_kept_keys + 1 end
   k = { str = str, times = times, first = b.first, before = b.before, n = b.n, next_first = next_first,
-    tail = false, newest = false }
+    tail = false, newest = false, past_block_0 = false }
   p_kept[key] = k
   return k
 end
@@ -3366,8 +3383,8 @@ end
 -- head block is kept or can be: the same reads of the same bytes as
 -- open_packed, trim_through, count_above, record and reclaim, taken
 -- straight through, with the header, the head block and the tail block
--- each read once. `start` is the value's first packed.USUAL_READ bytes
--- (the header, block 0 and the next block's first 12 bytes), or all of it.
+-- each read once. `start` is the value's first bytes, as many as
+-- packed.usual_read says (at least the header), all of it where `whole`.
 -- Nil, having written nothing, where the call is not that one (the head
 -- leaves its block, the log empties or needs a new block, an entry older
 -- than the newest, a wait for an entry past the head block, a reclaim,
@@ -3376,9 +3393,9 @@ end
 -- the same, with that window's count after the call as well and, denied
 -- there, the entry its wait is for; where a wait would pass 2^53 ms
 -- (whose order only the general path compares exactly), nil.
-packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow_limit)
+packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor, narrow_limit)
   local len = #start
-  if len < P_MIN_LEN or string_byte(start, 5) ~= 2 then return nil end
+  if len < (whole and P_MIN_LEN or P_HEADER) or string_byte(start, 5) ~= 2 then return nil end
   p_kept_calls = p_kept_calls + 1
   if p_kept_calls >= P_KEPT_CALLS_AT_MOST then p_kept, p_kept_keys, p_kept_calls = {}, 0, 0 end
   -- A key not kept, with no room to keep it, is check_one's or the
@@ -3392,10 +3409,10 @@ packed.check_kept = function(key, start, floor, limit, now, narrow_floor, narrow
   end
   -- The blocks the value has room for: all of them where it was read
   -- whole, otherwise at least the tail block's.
-  local whole = len < P_USUAL_READ
   if whole and tail >= p_blocks_in(len) then return nil end
   local k = p_kept_head(key, p_kept_read(key, start, whole, P_HEADER + head_block * P_BLOCK, P_HEAD_READ))
   if not k then return nil end
+  k.past_block_0 = head_block ~= 0
   opened_string = true
   local times, hn = k.times, k.n
   local offset = (rank - k.before) % TWO_32
@@ -3546,7 +3563,6 @@ local integer_of, parse_window, parse = request.integer_of, request.parse_window
 local counts, add_recorded, verdict = window.counts, window.add_recorded, window.verdict
 local ms_until_left = window.ms_until_left
 local zset_log, compact_log = zset.log, compact.log
-local USUAL_READ, USUAL_READ_LAST = packed.USUAL_READ, packed.USUAL_READ_LAST
 
 -- The server's clock in milliseconds, and its seconds and microseconds.
 local function server_clock()
@@ -3676,11 +3692,11 @@ end
 -- The usual check with a second window on a packed log (see
 -- packed.check_kept), whose value starts with `start`: its reply, with
 -- the expiry swl_check would set; nil otherwise, having written nothing.
-local function two_windows_check(key, start, window, second, now, clock_ms)
+local function two_windows_check(key, start, whole, window, second, now, clock_ms)
   local wide, narrow = window, second
   if second.ms > window.ms then wide, narrow = second, window end
   local allowed, count, newest, score, narrow_count, narrow_score =
-    packed.check_kept(key, start, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
+    packed.check_kept(key, start, whole, now - wide.ms, wide.limit, now, now - narrow.ms, narrow.limit)
   if allowed == nil then return nil end
   local first_count = wide == window and count or narrow_count
   local second_count = wide == second and count or narrow_count
@@ -3745,8 +3761,9 @@ local function usual_check(key, args)
   local ms, limit = window.ms, window.limit
   local allowed, count, newest, score, start, whole
   if ENCODING ~= 'zset' then
-    start = redis_pcall('GETRANGE', key, '0', USUAL_READ_LAST)
-    whole = type(start) == 'string' and #start < USUAL_READ
+    local read, read_last = packed.usual_read(key)
+    start = redis_pcall('GETRANGE', key, '0', read_last)
+    whole = type(start) == 'string' and #start < read
   end
   if type(start) ~= 'string' then
     -- A sorted set: where new logs are packed, one from before the
@@ -3758,11 +3775,11 @@ local function usual_check(key, args)
     end
     if allowed == nil then return nil, start, clock_ms, seconds, micros end
   elseif second then
-    local reply = two_windows_check(key, start, window, second, now, clock_ms)
+    local reply = two_windows_check(key, start, whole, window, second, now, clock_ms)
     if reply then return reply end
     return nil, whole and start or nil, clock_ms, seconds, micros
   else
-    allowed, count, newest, score = packed.check_kept(key, start, now - ms, limit, now)
+    allowed, count, newest, score = packed.check_kept(key, start, whole, now - ms, limit, now)
     if allowed == nil and whole then
       allowed, count, newest, score = packed.check_one(key, start, now - ms, limit, now)
     end

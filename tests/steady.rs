@@ -269,11 +269,6 @@ fn logs_changed_between_calls_and_many_keys_are_read_alike_by_both() {
         }
         // A byte in the middle of the head block changed on both keys: the
         // next calls read it as the module does (a refusal or a reply).
-        let head_block = |con: &mut Connection, key: &str| {
-            let (_, bytes) = log_of(con, key);
-            let bytes = bytes.expect("a packed log");
-            u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize
-        };
         let (module, library) = (&keys[0].0, &keys[0].1);
         let at = 24 + head_block(&mut con, library) * 256 + 200;
         assert_eq!(head_block(&mut con, module), head_block(&mut con, library));
@@ -490,6 +485,64 @@ fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
     );
     let kind: String = redis::cmd("TYPE").arg(keys.1).query(&mut con).unwrap();
     assert_eq!(kind, "zset");
+}
+
+/// A key whose head block the library last found past block 0 (its next
+/// call reads the header alone first), replaced by another writer with a
+/// log of one block: the library's next call, which trims and appends
+/// within block 0, reads and writes it as the module does.
+#[test]
+fn a_log_replaced_by_one_of_one_block_is_read_as_it_now_is() {
+    for_each_encoding(|encoding| {
+        let server = server_in(encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let keys = ("m", "l");
+        let entries = 1000;
+        let spacing = WINDOW / entries;
+        let start = server_ms(&mut con) - 2 * WINDOW;
+        // Calls one spacing apart, trimming one and adding one, until one
+        // has found the head past block 0.
+        let mut i = 0;
+        let mut past_block_0 = false;
+        while i <= entries || (encoding == Encoding::Compact && !past_block_0) {
+            assert!(i < 4 * entries, "{context}: the head never left block 0");
+            past_block_0 =
+                encoding == Encoding::Compact && i > 0 && head_block(&mut con, keys.1) != 0;
+            check_both(&mut con, keys, 2 * entries, start + i * spacing, context);
+            i += 1;
+        }
+        // Both keys made anew by the module: ten entries a tenth of the
+        // window apart.
+        let from = start + i * spacing;
+        for key in [keys.0, keys.1] {
+            let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+            for j in 0..10 {
+                module_check(&mut con, key, 20, from + j * (WINDOW / 10));
+            }
+        }
+        if encoding == Encoding::Compact {
+            let (_, bytes) = log_of(&mut con, keys.1);
+            let bytes = bytes.expect("a packed log");
+            assert_eq!(&bytes[12..20], &[0; 8], "{context}: one block");
+        }
+        // The oldest leaves, and an entry is added.
+        let reply = check_both(&mut con, keys, 20, from + WINDOW, context);
+        let window = WINDOW as i64;
+        assert_eq!(reply, vec![1, 20, 10, -1, window, window], "{context}");
+        let (times, _) = log_of(&mut con, keys.1);
+        let expected: Vec<f64> = (1..=10)
+            .map(|j| (from + j * (WINDOW / 10)) as f64)
+            .collect();
+        assert_eq!(times, expected, "{context}");
+    });
+}
+
+/// The head block of the packed log in `key`.
+fn head_block(con: &mut Connection, key: &str) -> usize {
+    let (_, bytes) = log_of(con, key);
+    let bytes = bytes.expect("a packed log");
+    u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize
 }
 
 fn module_check(con: &mut Connection, key: &str, limit: u64, now: u64) -> Vec<i64> {
