@@ -3298,7 +3298,8 @@ local function p_kept_head(key, str)
   end
   if not k then p_kept_keys = p_kept_keys + 1 end
   k = { str = str, times = times, first = b.first, before = b.before, n = b.n, next_first = next_first,
-    tail = false, newest = false, past_block_0 = false }
+    tail = false, newest = false, past_block_0 = false,
+    again = false, again_limit = 0, again_oldest = 0, again_newest = 0, again_head_at = 0, again_tail_at = 0 }
   p_kept[key] = k
   return k
 end
@@ -3379,6 +3380,28 @@ local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live
   return time or MAX_MS
 end
 
+-- Denied again: a client over its limit keeps calling a log that holds
+-- exactly its limit, nothing to trim, and the bytes a denial reads (the
+-- value's first bytes, the head block read and the tail block) stay as
+-- they were. A denial of one window whose wait is for the oldest entry
+-- keeps, on the key kept `k`, the first bytes it read and what it found;
+-- the next call on the same first bytes with the same limit and a floor
+-- below that oldest entry reads the head and tail blocks and, where they
+-- are the bytes kept, is the same denial, the header, the blocks' fields
+-- and ends not parsed again: 75,000 to 62,700 instructions a call at
+-- 1,000 entries (docs/DEVELOPMENT.md). Any other call drops what is kept
+-- (check_kept's own writes keep its head block's bytes), and a call whose
+-- bytes differ goes on as check_kept, reading them again. Removing
+-- p_denied_again (and where check_kept sets `again`) leaves every reply
+-- and byte as they are.
+local function p_denied_again(key, k, start, whole, floor, limit)
+  if k.again ~= start or k.again_limit ~= limit or floor >= k.again_oldest then return nil end
+  if p_kept_read(key, start, whole, k.again_head_at, P_HEAD_READ) ~= k.str then return nil end
+  local tail_at = k.again_tail_at
+  if tail_at > 0 and p_kept_read(key, start, whole, tail_at, P_BLOCK) ~= k.tail then return nil end
+  return false, limit, k.again_newest, k.again_oldest
+end
+
 -- The usual check (one window, cost 1) on a packed log of any size whose
 -- head block is kept or can be: the same reads of the same bytes as
 -- open_packed, trim_through, count_above, record and reclaim, taken
@@ -3400,7 +3423,15 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   if p_kept_calls >= P_KEPT_CALLS_AT_MOST then p_kept, p_kept_keys, p_kept_calls = {}, 0, 0 end
   -- A key not kept, with no room to keep it, is check_one's or the
   -- general path's, before any read.
-  if not p_kept[key] and p_kept_keys >= P_KEPT_KEYS_AT_MOST then return nil end
+  local kept = p_kept[key]
+  if not kept and p_kept_keys >= P_KEPT_KEYS_AT_MOST then return nil end
+  if kept and kept.again then
+    if not narrow_floor then
+      local allowed, live, newest, score = p_denied_again(key, kept, start, whole, floor, limit)
+      if allowed ~= nil then return allowed, live, newest, score end
+    end
+    kept.again = false
+  end
   local magic, version, shift, reserved, rank, head_block, tail, reserved_too =
     struct_unpack('<c4BBHI4I4I4I4', start)
   if magic ~= 'SWLc' or version ~= 2 or shift ~= 8 or reserved ~= 0 or reserved_too ~= 0
@@ -3485,7 +3516,13 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
       narrow_score = p_kept_time_at(key, k, t, live - narrow_limit, rank, offset, head_block, tail, live, newest)
       if not narrow_score or math.ceil(narrow_score) - narrow_floor > MAX_MS then return nil end
     end
-    if moved then p_write_straight(key, start, rank, head_block) end
+    if moved then
+      p_write_straight(key, start, rank, head_block)
+    elseif live == limit and live > 1 and not narrow_floor then
+      -- (The wait is for the oldest: see p_denied_again.)
+      k.again, k.again_limit, k.again_oldest, k.again_newest = start, limit, oldest, newest
+      k.again_head_at, k.again_tail_at = P_HEADER + head_block * P_BLOCK, t and P_HEADER + tail * P_BLOCK or 0
+    end
     return false, live, newest, score, narrow, narrow_score
   end
   local str = tstr or k.str

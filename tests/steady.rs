@@ -487,6 +487,149 @@ fn sorted_sets_where_new_logs_are_packed_are_answered_alike_by_both() {
     assert_eq!(kind, "zset");
 }
 
+/// A client over its limit, denied call after call (which the library
+/// answers from what the denial before found where the bytes it reads are
+/// the same), while the log changes between denials: an entry forced in
+/// by another writer and refunded, the limit raised, the oldest entry
+/// reaching the floor, a byte of the head block changed. Each call is
+/// answered, and the log and expiry left, as the module does, on logs of
+/// one block and of many.
+#[test]
+fn denials_in_a_row_read_what_changed_between_them() {
+    for_each_encoding(|encoding| {
+        let server = server_in(encoding);
+        let mut con = server.connect();
+        let keys = ("m", "l");
+        for entries in [10u64, 1000] {
+            let context = format!("{} with {entries} entries", encoding.name());
+            let context = context.as_str();
+            let _: i64 = redis::cmd("DEL")
+                .arg(keys.0)
+                .arg(keys.1)
+                .query(&mut con)
+                .unwrap();
+            let spacing = WINDOW / entries;
+            let start = server_ms(&mut con) - 2 * WINDOW;
+            // Half a window more than the entries, one spacing apart, so
+            // that the head has moved on.
+            let filled = entries + entries / 2;
+            for i in 0..filled {
+                check_both(&mut con, keys, 2 * entries, start + i * spacing, context);
+            }
+            let oldest = start + (filled - entries) * spacing;
+            let newest = start + (filled - 1) * spacing;
+            let now = newest + 1;
+            let deny = |con: &mut Connection, limit: u64, now: u64| {
+                let reply = check_both(con, keys, limit, now, context);
+                assert_eq!(reply[0], 0, "{context}: denied at {now}, limit {limit}");
+                reply
+            };
+            let window = WINDOW as i64;
+            let wait_for = |entry: u64, now: u64| (entry + WINDOW - now) as i64;
+            let full = |now: u64| {
+                vec![
+                    0,
+                    entries as i64,
+                    0,
+                    wait_for(oldest, now),
+                    wait_for(newest, now),
+                    window,
+                ]
+            };
+            assert_eq!(deny(&mut con, entries, now), full(now));
+            assert_eq!(deny(&mut con, entries, now + 1), full(now + 1));
+            // An entry after the newest, forced in by the module in both.
+            for key in [keys.0, keys.1] {
+                let mut cmd = redis::cmd("SWL.CHECK");
+                cmd.arg(key).arg(WINDOW).arg(1).arg(now + 2).arg("FORCE");
+                let _: Vec<i64> = cmd.query(&mut con).expect("FORCE");
+            }
+            let second = start + (filled - entries + 1) * spacing;
+            let forced = vec![
+                0,
+                entries as i64,
+                0,
+                wait_for(second, now + 3),
+                wait_for(now + 2, now + 3),
+                window,
+            ];
+            assert_eq!(deny(&mut con, entries, now + 3), forced);
+            let forced = vec![
+                0,
+                entries as i64,
+                0,
+                wait_for(second, now + 4),
+                wait_for(now + 2, now + 4),
+                window,
+            ];
+            assert_eq!(deny(&mut con, entries, now + 4), forced);
+            // Refunded: full again.
+            for key in [keys.0, keys.1] {
+                let _: Value = redis::cmd("SWL.REFUND")
+                    .arg(key)
+                    .arg(WINDOW)
+                    .arg(entries)
+                    .arg(now + 2)
+                    .query(&mut con)
+                    .expect("SWL.REFUND");
+            }
+            assert_eq!(deny(&mut con, entries, now + 5), full(now + 5));
+            assert_eq!(deny(&mut con, entries, now + 6), full(now + 6));
+            // A limit one higher admits one more, then denies.
+            let reply = check_both(&mut con, keys, entries + 1, now + 7, context);
+            assert_eq!(reply[0], 1, "{context}: a higher limit");
+            deny(&mut con, entries + 1, now + 8);
+            deny(&mut con, entries + 1, now + 9);
+            // The floor a millisecond below the oldest entry, then at it:
+            // it leaves, and a call is admitted.
+            deny(&mut con, entries + 1, oldest + WINDOW - 1);
+            let reply = check_both(&mut con, keys, entries + 1, oldest + WINDOW, context);
+            assert_eq!(reply[0], 1, "{context}: the oldest left");
+            if encoding != Encoding::Compact || entries < 1000 {
+                continue;
+            }
+            // Bytes changed in both keys between denials, the others as
+            // they were: the head rank one on (one entry fewer: admitted),
+            // then the head block's first time a millisecond off (every
+            // time in it with it, and the wait).
+            let now = oldest + WINDOW + 1;
+            let live = entries + 1 - reply[2] as u64;
+            deny(&mut con, live, now);
+            deny(&mut con, live, now + 1);
+            let (_, bytes) = log_of(&mut con, keys.1);
+            let bytes = bytes.expect("a packed log");
+            let rank = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+            set_range_in_both(&mut con, keys, 8, &(rank + 1).to_le_bytes());
+            let reply = check_both(&mut con, keys, live, now + 2, context);
+            assert_eq!(reply[0], 1, "{context}: the head rank moved on");
+            deny(&mut con, live, now + 3);
+            let before = deny(&mut con, live, now + 4);
+            let (_, bytes) = log_of(&mut con, keys.1);
+            let bytes = bytes.expect("a packed log");
+            let at = 24 + head_block(&mut con, keys.1) * 256;
+            let (first, shift) = match bytes[at] {
+                255 => (254, -1),
+                byte => (byte + 1, 1),
+            };
+            set_range_in_both(&mut con, keys, at, &[first]);
+            let reply = deny(&mut con, live, now + 5);
+            assert_eq!(reply[3], before[3] + shift - 1, "{context}: the wait");
+        }
+    });
+}
+
+/// `bytes` written at offset `at` of both keys.
+fn set_range_in_both(con: &mut Connection, keys: (&str, &str), at: usize, bytes: &[u8]) {
+    for key in [keys.0, keys.1] {
+        let _: i64 = redis::cmd("SETRANGE")
+            .arg(key)
+            .arg(at)
+            .arg(bytes)
+            .query(con)
+            .expect("SETRANGE");
+    }
+}
+
 /// A key whose head block the library last found past block 0 (its next
 /// call reads the header alone first), replaced by another writer with a
 /// log of one block: the library's next call, which trims and appends
