@@ -3590,7 +3590,28 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   -- The append, as record's: into the tail block, or nothing written.
   p_value, p_len, p_tail, p_head_block, p_blocks = false, 0, tail, head_block, tail + 1
   local at, bytes, opened = p_append(t, now, 1)
+  if not at and tail ~= head_block then
+    -- The tail block full: the block after it opened, where the value
+    -- has it free (as record's append; its extent from the value's
+    -- length), rather than by the general path (at 1,000 entries one call
+    -- in 150, at 50 us where a call takes 10).
+    p_len = whole and len or keyspace.strlen(key)
+    p_blocks = p_blocks_in(p_len)
+    at, bytes, opened = p_append(t, now, 1)
+  end
   p_let_go(t)
+  if opened then
+    -- The head (where the trim moved it) and the new tail in one write,
+    -- then the block.
+    if moved then
+      keyspace.setrange(key, 8, struct_pack('<I4I4I4', rank, head_block, opened))
+    else
+      keyspace.setrange(key, 16, struct_pack('<I4', opened))
+    end
+    keyspace.setrange(key, at, bytes)
+    k.tail, k.newest = bytes, now
+    return true, live + 1, now, nil, narrow and narrow + 1
+  end
   if not at and tail == head_block and offset >= live then
     -- (The kept times were checked in order: see p_times.)
     local kept = {}

@@ -630,6 +630,51 @@ fn set_range_in_both(con: &mut Connection, keys: (&str, &str), at: usize, bytes:
     }
 }
 
+/// A denial right after an admit that opened a new tail block (on a
+/// sorted set, after every 50th admit): the newest entry, the one the
+/// admit added, is read as the module reads it.
+#[test]
+fn a_denial_after_a_block_opens_reads_the_newest_entry_alike() {
+    for_each_encoding(|encoding| {
+        let server = server_in(encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let keys = ("m", "l");
+        let entries = 300;
+        let spacing = WINDOW / entries;
+        let start = server_ms(&mut con) - 2 * WINDOW;
+        let tail_of = |con: &mut Connection| match log_of(con, keys.1).1 {
+            Some(bytes) => u32::from_le_bytes(bytes[16..20].try_into().unwrap()),
+            None => 0,
+        };
+        let mut tail = 0;
+        let mut denials = 0;
+        for i in 0..3 * entries {
+            let now = start + i * spacing;
+            let reply = check_both(&mut con, keys, 2 * entries, now, context);
+            assert_eq!(reply[0], 1, "{context}: admitted at {now}");
+            let opened = match encoding {
+                Encoding::Compact => tail_of(&mut con) != tail,
+                _ => i % 50 == 49,
+            };
+            tail = tail_of(&mut con);
+            if opened && i > 0 {
+                // The count after the admit is the limit: a denial at the
+                // same time waits for the oldest and resets a window on.
+                let live = 2 * entries - reply[2] as u64;
+                let denied = check_both(&mut con, keys, live, now, context);
+                assert_eq!(denied[0], 0, "{context}: denied at {now}");
+                assert_eq!(denied[4], WINDOW as i64, "{context}: the reset at {now}");
+                denials += 1;
+            }
+        }
+        assert!(
+            denials >= 5,
+            "{context}: {denials} denials after an opening"
+        );
+    });
+}
+
 /// A key whose head block the library last found past block 0 (its next
 /// call reads the header alone first), replaced by another writer with a
 /// log of one block: the library's next call, which trims and appends
