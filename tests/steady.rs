@@ -675,6 +675,28 @@ fn a_denial_after_a_block_opens_reads_the_newest_entry_alike() {
     });
 }
 
+/// Traffic that falls (a hundred calls a window, then eight): the log's
+/// blocks are copied down into a value with a free block after its one
+/// block, whose entries are then mostly dead, and the module opens that
+/// block and codes the log anew when the call ends. Each call is answered,
+/// and the log and expiry left, as the module does.
+#[test]
+fn a_log_whose_traffic_falls_is_coded_anew_as_the_module_does() {
+    for_each_encoding(|encoding| {
+        let server = server_in(encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let mut now = server_ms(&mut con) - 2 * WINDOW;
+        for (calls, spacing) in [(300, WINDOW / 100), (80, WINDOW / 8)] {
+            for _ in 0..calls {
+                now += spacing;
+                let reply = check_both(&mut con, ("m", "l"), 1000, now, context);
+                assert_eq!(reply[0], 1, "{context}: admitted at {now}");
+            }
+        }
+    });
+}
+
 /// A key whose head block the library last found past block 0 (its next
 /// call reads the header alone first), replaced by another writer with a
 /// log of one block: the library's next call, which trims and appends

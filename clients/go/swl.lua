@@ -3637,8 +3637,11 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
     k.tail, k.newest, k.tail_times = bytes, now, { now }
     return true, live + 1, now, nil, narrow and narrow + 1
   end
-  if not at and tail == head_block and offset >= live then
-    -- (The kept times were checked in order: see p_times.)
+  if not at and whole and tail == head_block and offset >= live then
+    -- Read whole, the value has no block after its one (a longer one may
+    -- have a free block, which the module opens, coding the log anew
+    -- only when the call ends: the general path's). (The kept times were
+    -- checked in order: see p_times.)
     local kept = {}
     for i = offset + 1, hn do kept[#kept + 1] = times[i] end
     local value = p_recoded_straight(key, kept, rank, now)
