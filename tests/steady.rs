@@ -697,6 +697,40 @@ fn a_log_whose_traffic_falls_is_coded_anew_as_the_module_does() {
     });
 }
 
+/// Rates that change from phase to phase (2 to 400 calls a window, a
+/// seeded sequence): one window or two, limits that admit all or deny
+/// some, every third call 30 ms behind in some phases. Logs grow, are
+/// copied down when traffic falls, open blocks and are coded anew: each
+/// call is answered, and the log and expiry left, as the module does.
+#[test]
+fn rates_that_change_are_answered_alike_by_both() {
+    for_each_encoding(|encoding| {
+        let server = server_in(encoding);
+        let mut con = server.connect();
+        let context = encoding.name();
+        let mut rng = support::Rng(0x5eed_2026_1205);
+        let mut now = server_ms(&mut con) - 2 * WINDOW;
+        for _ in 0..16 {
+            let per_window = [2, 5, 8, 10, 20, 40, 60, 100, 150, 250, 400][rng.below(11) as usize];
+            let calls = 20 + rng.below(130);
+            let limit = [
+                1_000_000,
+                1_000_000,
+                2 * per_window,
+                per_window,
+                per_window + 1,
+            ][rng.below(5) as usize];
+            let behind = rng.below(10) < 3;
+            let second = (rng.below(10) < 3).then_some((60_000, per_window / 30 + 2));
+            for i in 0..calls {
+                now += WINDOW / per_window;
+                let at = if behind && i % 3 == 2 { now - 30 } else { now };
+                check_both_windows(&mut con, ("m", "l"), limit, at, second, context);
+            }
+        }
+    });
+}
+
 /// A key whose head block the library last found past block 0 (its next
 /// call reads the header alone first), replaced by another writer with a
 /// log of one block: the library's next call, which trims and appends
