@@ -29,6 +29,12 @@ local function add_members(key, at, count, member)
 end
 
 
+-- The newest entry's score, nil where the set is empty.
+local function newest_of(key)
+  local entry = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  return entry[2] and entry[2] + 0
+end
+
 -- The newest entries up to this many are read in one ZRANGE (a denial's
 -- wait and its reset, then one read). Each score read costs Redis a
 -- double formatted as text and Lua one parsed back: more would cost more
@@ -85,8 +91,7 @@ function Zset:score_at(rank)
     -- The newest alone, kept as such (no list of one).
     local newest = z_newest_at
     if not newest then
-      local entry = redis_call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
-      newest = entry[2] and entry[2] + 0
+      newest = newest_of(z_key)
       z_newest_at = newest or false
     end
     return newest
@@ -241,7 +246,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
         -- Exactly `limit` entries: the oldest, and the count the trim leaves.
         local oldest = entries[2] + 0
         if oldest > floor then
-          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          newest = newest_of(key)
           return false, limit, newest, oldest
         end
         card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
@@ -265,7 +270,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
             if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
             denied_last[key], denied_kept = true, denied_kept + 1
           end
-          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          newest = newest_of(key)
           return false, limit, newest, entry[2] + 0
         end
         denied_last[key] = nil
@@ -280,7 +285,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
   if newest then
     if newest < now then newest = now end
   elseif card > 0 and redis_call('ZCOUNT', key, above(now), '+inf') > 0 then
-    newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+    newest = newest_of(key)
   else
     newest = now
   end

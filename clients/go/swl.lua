@@ -442,6 +442,12 @@ local function add_members(key, at, count, member)
 end
 
 
+-- The newest entry's score, nil where the set is empty.
+local function newest_of(key)
+  local entry = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  return entry[2] and entry[2] + 0
+end
+
 -- The newest entries up to this many are read in one ZRANGE (a denial's
 -- wait and its reset, then one read). Each score read costs Redis a
 -- double formatted as text and Lua one parsed back: more would cost more
@@ -498,8 +504,7 @@ function Zset:score_at(rank)
     -- The newest alone, kept as such (no list of one).
     local newest = z_newest_at
     if not newest then
-      local entry = redis_call('ZRANGE', z_key, '-1', '-1', 'WITHSCORES')
-      newest = entry[2] and entry[2] + 0
+      newest = newest_of(z_key)
       z_newest_at = newest or false
     end
     return newest
@@ -654,7 +659,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
         -- Exactly `limit` entries: the oldest, and the count the trim leaves.
         local oldest = entries[2] + 0
         if oldest > floor then
-          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          newest = newest_of(key)
           return false, limit, newest, oldest
         end
         card = limit - redis_call('ZREMRANGEBYSCORE', key, '-inf', num(floor))
@@ -678,7 +683,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
             if denied_kept == DENIED_KEPT_AT_MOST then denied_last, denied_kept = {}, 0 end
             denied_last[key], denied_kept = true, denied_kept + 1
           end
-          newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          newest = newest_of(key)
           return false, limit, newest, entry[2] + 0
         end
         denied_last[key] = nil
@@ -693,7 +698,7 @@ local function check_usual(key, floor, limit, now, seconds, micros)
   if newest then
     if newest < now then newest = now end
   elseif card > 0 and redis_call('ZCOUNT', key, above(now), '+inf') > 0 then
-    newest = redis_call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+    newest = newest_of(key)
   else
     newest = now
   end
@@ -2890,6 +2895,28 @@ local function p_new_of(at, count)
     low, mid, (high - mid) / 65536, 0, 0, count, 0) .. tail
 end
 
+-- Live entries `times` (in order) from head rank `rank` coded anew into
+-- a value of their size and `room` bytes more, as the module's recoded.
+local function p_coded_anew(times, rank, room)
+  local runs = {}
+  for i = 1, #times do runs[i] = { times[i], 1 } end
+  return p_laid_out(p_encode(runs, rank, nil, true, false), rank, '', room)
+end
+
+-- The value `grown` (made by a call, not yet stored) with `count` entries
+-- at `at` appended, as record's append tries a grown value; nil where it
+-- does not read as a log or its tail block does not take them. The log's
+-- state is left parsed from `grown`.
+local function p_appended(grown, at, count)
+  p_value, p_len = grown, #grown
+  if not p_parse() then return nil end
+  local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
+  if not offset then return nil end
+  grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
+  if tail then grown = string.sub(grown, 1, 16) .. struct_pack('<I4', tail) .. string.sub(grown, 21) end
+  return grown
+end
+
 function Packed:record(at, count)
   if p_trimmed_to and at <= p_trimmed_to then p_trimmed_to = false end
   if not p_exists and not p_damaged then
@@ -2942,15 +2969,10 @@ function Packed:record(at, count)
     -- The append tried on the grown value, before it is stored.
     local was_value, was_len, was_tables, was_heads = p_value, p_len, p_tables, p_heads
     local was_rank, was_head, was_tail, was_blocks = p_head_rank, p_head_block, p_tail, p_blocks
-    p_value, p_len = grown, #grown
-    if p_parse() then
-      local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
-      if offset then
-        grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
-        if tail then grown = string.sub(grown, 1, 16) .. struct_pack('<I4', tail) .. string.sub(grown, 21) end
-        p_store(grown)
-        return
-      end
+    local appended = p_appended(grown, at, count)
+    if appended then
+      p_store(appended)
+      return
     end
     p_value, p_len, p_tables, p_heads = was_value, was_len, was_tables, was_heads
     p_head_rank, p_head_block, p_tail, p_blocks = was_rank, was_head, was_tail, was_blocks
@@ -3046,13 +3068,13 @@ function Packed.recoded(room)
   local times = {}
   if not p_times(p_block_at(p_head_block), times) then return nil end
   if p_tail ~= p_head_block and not p_times(p_block_at(p_tail), times) then return nil end
-  local runs = {}
-  for i = p_head_offset() + 1, #times do runs[#runs + 1] = { times[i], 1 } end
-  if #runs ~= p_live then return nil end
-  for i = 2, #runs do
-    if runs[i - 1][1] > runs[i][1] then return nil end
+  local live = {}
+  for i = p_head_offset() + 1, #times do live[#live + 1] = times[i] end
+  if #live ~= p_live then return nil end
+  for i = 2, #live do
+    if live[i - 1] > live[i] then return nil end
   end
-  return p_laid_out(p_encode(runs, p_head_rank, nil, true, false), p_head_rank, '', room)
+  return p_coded_anew(live, p_head_rank, room)
 end
 
 -- Once the dead blocks are half the value's or more, the live ones copied to
@@ -3445,16 +3467,8 @@ end
 -- The value written; nil, having written nothing, where the value made
 -- does not take the entry.
 local function p_recoded_straight(key, live_times, rank, now)
-  local runs = {}
-  for i = 1, #live_times do runs[i] = { live_times[i], 1 } end
-  p_value = p_laid_out(p_encode(runs, rank, nil, true, false), rank, '', P_MIN_EXTENT)
-  p_len = #p_value
-  if not p_parse() then return nil end
-  local at, bytes, tail = p_append(p_block_at(p_tail), now, 1)
-  if not at then return nil end
-  local value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
-  if tail then value = string.sub(value, 1, 16) .. struct_pack('<I4', tail) .. string.sub(value, 21) end
-  keyspace.set(key, value)
+  local value = p_appended(p_coded_anew(live_times, rank, P_MIN_EXTENT), now, 1)
+  if value then keyspace.set(key, value) end
   return value
 end
 
