@@ -214,9 +214,7 @@ fn a_log_a_client_keeps_calling_is_read_and_written_alike_by_both() {
             assert_eq!(outcomes.denied, 20, "{context}");
             if encoding == Encoding::Compact {
                 // Format 2, whose head leaves block 0 past a block's entries.
-                let (_, bytes) = log_of(&mut con, "l");
-                let bytes = bytes.expect("a packed log");
-                assert_eq!(bytes[4], 2, "{context}: format 2");
+                assert_eq!(packed_bytes(&mut con, "l")[4], 2, "{context}: format 2");
             }
             for key in ["m", "l"] {
                 let _: i64 = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
@@ -596,17 +594,14 @@ fn denials_in_a_row_read_what_changed_between_them() {
             let live = entries + 1 - reply[2] as u64;
             deny(&mut con, live, now);
             deny(&mut con, live, now + 1);
-            let (_, bytes) = log_of(&mut con, keys.1);
-            let bytes = bytes.expect("a packed log");
-            let rank = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+            let rank = header_field(&packed_bytes(&mut con, keys.1), 8);
             set_range_in_both(&mut con, keys, 8, &(rank + 1).to_le_bytes());
             let reply = check_both(&mut con, keys, live, now + 2, context);
             assert_eq!(reply[0], 1, "{context}: the head rank moved on");
             deny(&mut con, live, now + 3);
             let before = deny(&mut con, live, now + 4);
-            let (_, bytes) = log_of(&mut con, keys.1);
-            let bytes = bytes.expect("a packed log");
-            let at = 24 + head_block(&mut con, keys.1) * 256;
+            let bytes = packed_bytes(&mut con, keys.1);
+            let at = 24 + header_field(&bytes, 12) as usize * 256;
             let (first, shift) = match bytes[at] {
                 255 => (254, -1),
                 byte => (byte + 1, 1),
@@ -644,7 +639,7 @@ fn a_denial_after_a_block_opens_reads_the_newest_entry_alike() {
         let spacing = WINDOW / entries;
         let start = server_ms(&mut con) - 2 * WINDOW;
         let tail_of = |con: &mut Connection| match log_of(con, keys.1).1 {
-            Some(bytes) => u32::from_le_bytes(bytes[16..20].try_into().unwrap()),
+            Some(bytes) => header_field(&bytes, 16),
             None => 0,
         };
         let mut tail = 0;
@@ -766,8 +761,7 @@ fn a_log_replaced_by_one_of_one_block_is_read_as_it_now_is() {
             }
         }
         if encoding == Encoding::Compact {
-            let (_, bytes) = log_of(&mut con, keys.1);
-            let bytes = bytes.expect("a packed log");
+            let bytes = packed_bytes(&mut con, keys.1);
             assert_eq!(&bytes[12..20], &[0; 8], "{context}: one block");
         }
         // The oldest leaves, and an entry is added.
@@ -782,11 +776,20 @@ fn a_log_replaced_by_one_of_one_block_is_read_as_it_now_is() {
     });
 }
 
+/// The bytes of the packed log in `key`.
+fn packed_bytes(con: &mut Connection, key: &str) -> Vec<u8> {
+    log_of(con, key).1.expect("a packed log")
+}
+
+/// The header's 4-byte field at `at` (8: head rank, 12: head block, 16:
+/// tail block) of a packed log's `bytes`.
+fn header_field(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
 /// The head block of the packed log in `key`.
 fn head_block(con: &mut Connection, key: &str) -> usize {
-    let (_, bytes) = log_of(con, key);
-    let bytes = bytes.expect("a packed log");
-    u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize
+    header_field(&packed_bytes(con, key), 12) as usize
 }
 
 fn module_check(con: &mut Connection, key: &str, limit: u64, now: u64) -> Vec<i64> {
