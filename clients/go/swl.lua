@@ -2589,21 +2589,39 @@ local FIELD = {}
 
 -- p_append of the usual call, one entry whose `l` is the block's, read
 -- and written where the block lies (its table is never made): its low
--- field and its high bit, and the counters. The bytes to write from the
--- counters to the high bit, the bytes between as they were. The block
--- read is dropped (a later read asks the server again).
+-- field and its high bit, and the counters. The bytes to write: the
+-- block's extent, the bytes around those as they were (one string, which
+-- the kept path also keeps as the block written; a range from the
+-- counters to the high bit made a second, and Redis's Lua hashes every
+-- byte of each). The block read is dropped (a later read asks the server
+-- again).
 local function p_append_one(tail, start, h, low)
   local n, l, e, str, base = tail.n, tail.l, tail.e, tail.str, tail.at
   local field = n * l
   local j = h + n
   local r = j % 8
   local at_byte = e - (j - r) / 8
-  local high = p_byte(tail, at_byte)
+  -- (The high bit's byte lies within the extent: the entry fits.)
+  local high = string_byte(str, base + at_byte)
   if high % POW2[r + 1] < POW2[r] then high = high + POW2[r] end
   local field_from = 17 + (field - field % 8) / 8
   local field_to = 16 + (field + l + 7 - (field + l + 7) % 8) / 8
   local bytes = ''
-  if l > 0 then
+  local shift = field % 8
+  if l > 0 and shift + l <= 32 and field_from + 3 < at_byte then
+    -- The field within four bytes before the high bit's: read as one
+    -- number, its bits written (as p_write_bits writes them), the four
+    -- written back (those past the field as they were).
+    local b0, b1, b2, b3 = string_byte(str, base + field_from, base + field_from + 3)
+    local x, scale = b0 + b1 * 256 + b2 * 65536 + b3 * 16777216, POW2[shift]
+    x = x + (low - (x - x % scale) / scale % POW2[l]) * scale
+    b0 = x % 256
+    x = (x - b0) / 256
+    b1 = x % 256
+    x = (x - b1) / 256
+    b2 = x % 256
+    bytes, field_to = string_char(b0, b1, b2, (x - b2) / 256), field_from + 3
+  elseif l > 0 then
     -- The field's bytes as they are, then its bits written (as p_write_bits
     -- writes them into a block's table).
     local fill_to = field_to > field_from + 3 and field_to or field_from + 3
@@ -2614,8 +2632,10 @@ local function p_append_one(tail, start, h, low)
   local m = n + 1
   if p_tables and p_tables[p_tail] == tail then p_tables[p_tail] = nil end
   tail.n, tail.top, tail.ends = m, h, -1
-  return start + 12, struct_pack('<I2I2', m, h) .. string.sub(str, base + 17, base + field_from - 1)
-    .. bytes .. string.sub(str, base + field_to + 1, base + at_byte - 1) .. string_char(high)
+  return start, string.sub(str, base + 1, base + 12) .. struct_pack('<I2I2', m, h)
+    .. string.sub(str, base + 17, base + field_from - 1) .. bytes
+    .. string.sub(str, base + field_to + 1, base + at_byte - 1) .. string_char(high)
+    .. string.sub(str, base + at_byte + 1, base + e)
 end
 
 -- Records one entry at `at`, no older than the newest, into the tail block
@@ -3542,7 +3562,8 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   end
   -- The blocks the value has room for: all of them where it was read
   -- whole, otherwise at least the tail block's.
-  if whole and tail >= p_blocks_in(len) then return nil end
+  local blocks = whole and p_blocks_in(len) or tail + 1
+  if tail >= blocks then return nil end
   local k = p_kept_head(key, p_kept_read(key, start, whole, P_HEADER + head_block * P_BLOCK, P_HEAD_READ))
   if not k then return nil end
   k.past_block_0 = head_block ~= 0
@@ -3603,7 +3624,7 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   local after = (allowed and narrow_fits ~= false) and live + 1 or live
   -- As reclaim: a call that would copy or recode the value is not this one.
   if tail == head_block + 1 and offset >= after then return nil end
-  if head_block * 2 >= (whole and p_blocks_in(len) or tail + 1) then return nil end
+  if head_block * 2 >= blocks then return nil end
   if not allowed or narrow_fits == false then
     -- The entries the waits are for (as retry_after's score_at), where a
     -- window's limit leaves one to wait for.
@@ -3704,11 +3725,14 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   end
   if not at or opened then return nil end
   local within = at - P_HEADER - tail * P_BLOCK
-  local written = string.sub(str, 1, within) .. bytes .. string.sub(str, within + #bytes + 1)
+  -- (From the block's start, mostly: p_append_one's whole extent.)
+  local written = within == 0 and (#str > #bytes and bytes .. string.sub(str, #bytes + 1) or bytes)
+    or string.sub(str, 1, within) .. bytes .. string.sub(str, within + #bytes + 1)
   if tail == head_block then
     -- The head block as written: its times and bytes kept, unless its
-    -- entries were laid out anew (an `l` from the gap).
-    if within == 12 then
+    -- entries were laid out anew (an `l` from the gap, written from byte
+    -- 7).
+    if within ~= 7 then
       times[hn + 1], k.n, k.str = now, hn + 1, written
     else
       p_kept[key], p_kept_keys = nil, p_kept_keys - 1
