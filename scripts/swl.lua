@@ -1873,17 +1873,31 @@ local function p_times(b, into)
   local high_bits = top + n
   -- The set bits among the first top + n of the high vector, a byte at a
   -- time from the block's end (bits past them are checked below).
+  -- (Each set bit found by table, each low field within four bytes read
+  -- as one number, as p_low reads them: a block's decode is most of the
+  -- call that makes it.)
   for k = 0, (high_bits + 7 - (high_bits + 7) % 8) / 8 - 1 do
     local byte = t[e - k]
-    local j = k * 8
-    while byte > 0 and j < high_bits do
-      if byte % 2 == 1 then
-        local time = first + (j - i) * scale + (l > 0 and p_low(b, i) or 0)
-        if time > MAX_MS or (previous and previous > time) then return false end
-        count, previous, i = count + 1, time, i + 1
-        into[count] = time
+    local bits = 8 * byte
+    for c = 0, POPCOUNT[byte] - 1 do
+      local j = k * 8 + NTH_ONE[bits + c]
+      if j >= high_bits then break end
+      local low = 0
+      if l > 0 then
+        local p = i * l
+        local shift = p % 8
+        if shift + l <= 32 then
+          local q, below = 17 + (p - shift) / 8, POW2[shift]
+          local x = (t[q] or 0) + (t[q + 1] or 0) * 256 + (t[q + 2] or 0) * 65536 + (t[q + 3] or 0) * 16777216
+          low = (x - x % below) / below % scale
+        else
+          low = p_low(b, i)
+        end
       end
-      byte, j = (byte - byte % 2) / 2, j + 1
+      local time = first + (j - i) * scale + low
+      if time > MAX_MS or (previous and previous > time) then return false end
+      count, previous, i = count + 1, time, i + 1
+      into[count] = time
     end
   end
   if i ~= n then return false end
@@ -3373,6 +3387,17 @@ local function p_kept_found(index)
   return p_block_read(str, p_kept_block)
 end
 
+-- How many of `times` (ascending, 1 to `n`) are at or before `at`: the
+-- first past it, by bisection.
+local function p_count_in(times, n, at)
+  local lo, hi = 1, n + 1
+  while lo < hi do
+    local mid = (lo + hi - (lo + hi) % 2) / 2
+    if times[mid] <= at then lo = mid + 1 else hi = mid end
+  end
+  return lo - 1
+end
+
 -- Entries of the tail block `t` (of kept `k`) at or before `at`, counted
 -- in its times: decoded once (p_times checked them, so they answer as the
 -- module's reads of its bits do) and kept with its bytes, which the kept
@@ -3387,13 +3412,7 @@ local function p_tail_count_through(k, t, at)
     if not p_times(t, times) then return nil end
     k.tail_times = times
   end
-  -- The first time past `at`, by bisection.
-  local lo, hi = 1, #times + 1
-  while lo < hi do
-    local mid = (lo + hi - (lo + hi) % 2) / 2
-    if times[mid] <= at then lo = mid + 1 else hi = mid end
-  end
-  return lo - 1
+  return p_count_in(times, #times, at)
 end
 
 -- Live entries at or before `at` (as p_count_through), where the call
@@ -3410,9 +3429,7 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
   if tail == head_block or next_first > at then
     -- As p_count_through_block over the head block's times, which
     -- p_times checked read as the module reads their bits.
-    local times, n = k.times, 1
-    while n <= k.n and times[n] <= at do n = n + 1 end
-    through = n - 1 - offset
+    through = p_count_in(k.times, k.n, at) - offset
   else
     local b = t
     if t.first > at then
@@ -3659,7 +3676,11 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
     -- block starts no later than now, and so does the tail block.)
     local in_tail = tail == head_block or tail == head_block + 1
       or (k.next_first and k.next_first <= now)
-    local place = in_tail and now >= oldest and now >= t.first and p_count_through_block(t, now)
+    -- (The block's entries through now counted in its kept times, where
+    -- a scan of its bits was most of a call behind: see
+    -- p_tail_count_through.)
+    local place = in_tail and now >= oldest and now >= t.first
+      and (tail == head_block and p_count_in(times, hn, now) or p_tail_count_through(k, t, now))
     if not place or place >= t.n or place <= (tail == head_block and offset or 0)
         or not p_insert_bits(t, place, now) then
       p_let_go(t)
