@@ -2091,6 +2091,21 @@ local function p_place(b, e)
   return table.concat(parts)
 end
 
+-- `times` from position `from` to `to`, a list of their own.
+local function p_times_from(times, from, to)
+  local list = {}
+  for i = from, to do list[#list + 1] = times[i] end
+  return list
+end
+
+-- `times` from position `from` to `to`, each a run of one entry, as
+-- p_encode takes them.
+local function p_runs_of(times, from, to)
+  local runs = {}
+  for i = from, to do runs[#runs + 1] = { times[i], 1 } end
+  return runs
+end
+
 local function p_l_after(b, time)
   local d = time - b.first
   if d < 0 then d = 0 end
@@ -2756,8 +2771,7 @@ local function p_insert(at, count)
   local from_rank = p_rank_of(index)
   if from_rank < 0 then from_rank = 0 end
   local skipped = index == p_head_block and p_head_offset() or 0
-  local runs = {}
-  for i = skipped + 1, #times do runs[#runs + 1] = { times[i], 1 } end
+  local runs = p_runs_of(times, skipped + 1, #times)
   -- A rank another writer damaged can put the time before the block's
   -- first entry: not a log, as the module's insert finds.
   local place = through - from_rank
@@ -2932,9 +2946,7 @@ end
 -- Live entries `times` (in order) from head rank `rank` coded anew into
 -- a value of their size and `room` bytes more, as the module's recoded.
 local function p_coded_anew(times, rank, room)
-  local runs = {}
-  for i = 1, #times do runs[i] = { times[i], 1 } end
-  return p_laid_out(p_encode(runs, rank, nil, true, false), rank, '', room)
+  return p_laid_out(p_encode(p_runs_of(times, 1, #times), rank, nil, true, false), rank, '', room)
 end
 
 -- The value `grown` (made by a call, not yet stored) with `count` entries
@@ -3102,8 +3114,7 @@ function Packed.recoded(room)
   local times = {}
   if not p_times(p_block_at(p_head_block), times) then return nil end
   if p_tail ~= p_head_block and not p_times(p_block_at(p_tail), times) then return nil end
-  local live = {}
-  for i = p_head_offset() + 1, #times do live[#live + 1] = times[i] end
+  local live = p_times_from(times, p_head_offset() + 1, #times)
   if #live ~= p_live then return nil end
   for i = 2, #live do
     if live[i - 1] > live[i] then return nil end
@@ -3152,9 +3163,7 @@ function Packed:entries()
   end
   local offset = p_head_offset()
   if offset == 0 then return times end
-  local live = {}
-  for i = offset + 1, #times do live[#live + 1] = times[i] end
-  return live
+  return p_times_from(times, offset + 1, #times)
 end
 
 -- Writes what a straight call (check_one, check_kept) changed: the head
@@ -3519,21 +3528,17 @@ end
 -- behind these calls were one in 33 and, with the decode of the call
 -- after each, a sixth of the time (docs/DEVELOPMENT.md). The times of
 -- the block written; nil, having written nothing, where the entries take
--- more than the extent (the general path lays them out anew).
+-- more than the extent (the general path lays them out anew). (A value
+-- read whole has its one block: the module's check that the last block
+-- made lies within the value holds.)
 local function p_inserted_straight(key, start, times, n, offset, rank, moved, now)
-  local runs, kept = {}, {}
-  for i = offset + 1, n do
-    local time = times[i]
-    if now and time > now then
-      runs[#runs + 1], kept[#kept + 1], now = { now, 1 }, now, false
-    end
-    runs[#runs + 1], kept[#kept + 1] = { time, 1 }, time
-  end
-  if now then return nil end
-  local blocks = p_encode(runs, rank, nil, true, false)
-  local b, len = blocks[1], #start
-  local at, e = p_extent(len, 0)
-  if #blocks ~= 1 or p_blocks_in(len) < 1 or used_bytes(b.n, b.l, b.top) > e then return nil end
+  -- After the entries at or before it, as the module's insert puts it.
+  local kept = p_times_from(times, offset + 1, n)
+  table.insert(kept, p_count_in(kept, #kept, now) + 1, now)
+  local blocks = p_encode(p_runs_of(kept, 1, #kept), rank, nil, true, false)
+  local b = blocks[1]
+  local at, e = p_extent(#start, 0)
+  if #blocks ~= 1 or used_bytes(b.n, b.l, b.top) > e then return nil end
   local bytes = p_place(b, e)
   p_write_straight(key, start, moved and rank, 0, 0, at, bytes)
   p_keep_head(key, string.sub(bytes .. string.sub(start, at + e + 1), 1, P_HEAD_READ), kept, kept[1], rank,
@@ -3736,8 +3741,7 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
     -- have a free block, which the module opens, coding the log anew
     -- only when the call ends: the general path's). (The kept times were
     -- checked in order: see p_times.)
-    local kept = {}
-    for i = offset + 1, hn do kept[#kept + 1] = times[i] end
+    local kept = p_times_from(times, offset + 1, hn)
     local value = p_recoded_straight(key, kept, rank, now)
     if not value then return nil end
     kept[#kept + 1] = now
