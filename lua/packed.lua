@@ -664,6 +664,16 @@ local function p_encode(runs, before, spread, to_tail, after)
   return blocks
 end
 
+-- `str` with `bytes` written at offset `at` (within it), as SETRANGE
+-- leaves a value. From offset 0 over all of it, `bytes` itself: a string
+-- made again costs a hash of every byte.
+local function p_spliced(str, at, bytes)
+  local stop = at + #bytes
+  if at > 0 then return string.sub(str, 1, at) .. bytes .. string.sub(str, stop + 1) end
+  if stop >= #str then return bytes end
+  return bytes .. string.sub(str, stop + 1)
+end
+
 local function p_header(head_rank, head_block, tail)
   return struct_pack('<c4BBHI4I4I4I4', 'SWLc', 2, 8, 0, head_rank, head_block, tail, 0)
 end
@@ -983,7 +993,7 @@ local function p_write_pending_head(patch)
     p_start = false
     keyspace.setrange(p_key, 8, p_head_pending)
     if patch and p_value then
-      p_value = string.sub(p_value, 1, 8) .. p_head_pending .. string.sub(p_value, 17)
+      p_value = p_spliced(p_value, 8, p_head_pending)
     end
     p_head_pending = false
   end
@@ -995,7 +1005,7 @@ local function p_write(at, bytes)
   p_start, p_region = false, false
   keyspace.setrange(p_key, at, bytes)
   if p_value then
-    p_value = string.sub(p_value, 1, at) .. bytes .. string.sub(p_value, at + #bytes + 1)
+    p_value = p_spliced(p_value, at, bytes)
   end
 end
 
@@ -1224,7 +1234,7 @@ end
 -- The 4 bytes of a block's rank, `count` more.
 local function p_bumped(block, count)
   local before = struct_unpack('<I4', block, 9)
-  return string.sub(block, 1, 8) .. struct_pack('<I4', (before + count) % TWO_32) .. string.sub(block, 13)
+  return p_spliced(block, 8, struct_pack('<I4', (before + count) % TWO_32))
 end
 
 -- Codes the block `at` goes into anew, with `count` more entries at `at`,
@@ -1438,8 +1448,8 @@ local function p_appended(grown, at, count)
   if not p_parse() then return nil end
   local offset, bytes, tail = p_append(p_block_at(p_tail), at, count)
   if not offset then return nil end
-  grown = string.sub(grown, 1, offset) .. bytes .. string.sub(grown, offset + #bytes + 1)
-  if tail then grown = string.sub(grown, 1, 16) .. struct_pack('<I4', tail) .. string.sub(grown, 21) end
+  grown = p_spliced(grown, offset, bytes)
+  if tail then grown = p_spliced(grown, 16, struct_pack('<I4', tail)) end
   return grown
 end
 
@@ -2180,7 +2190,7 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
     local e = t.e
     local bytes = string_char(unpack(t.t, 13, e))
     p_let_go(t)
-    local written = string.sub(str, 1, 12) .. bytes .. string.sub(str, e + 1)
+    local written = p_spliced(str, 12, bytes)
     if tail == head_block then
       table.insert(times, place + 1, now)
       k.n, k.str = hn + 1, written
@@ -2230,9 +2240,7 @@ packed.check_kept = function(key, start, whole, floor, limit, now, narrow_floor,
   end
   if not at or opened then return nil end
   local within = at - P_HEADER - tail * P_BLOCK
-  -- (From the block's start, mostly: p_append_one's whole extent.)
-  local written = within == 0 and (#str > #bytes and bytes .. string.sub(str, #bytes + 1) or bytes)
-    or string.sub(str, 1, within) .. bytes .. string.sub(str, within + #bytes + 1)
+  local written = p_spliced(str, within, bytes)
   if tail == head_block then
     -- The head block as written: its times and bytes kept, unless its
     -- entries were laid out anew (an `l` from the gap, written from byte
