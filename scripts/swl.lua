@@ -1890,42 +1890,48 @@ local function p_check_ends(b)
 end
 
 -- Every entry's time appended to `into`, each bit checked; false where
--- the block is not well formed.
+-- the block is not well formed (`into` then holds some of them).
 local function p_times(b, into)
   if not p_check_ends(b) then return false end
   local n, l, top, first = b.n, b.l, b.top, b.first
   local t, e = b.t, b.e
-  local count, i, scale, previous = #into, 0, POW2[l], false
+  local count, i, scale, previous = #into, 0, POW2[l], -1
   local high_bits = top + n
+  -- The low fields in order, as a stream of bits read two bytes at a
+  -- time: `acc` holds the `have` bits read before byte `q` and not yet
+  -- taken (below 2^52 for fields of at most 36 bits, exact in a double;
+  -- wider ones are read by p_low).
+  local acc, have, q, stream = 0, 0, 17, l <= 36
   -- The set bits among the first top + n of the high vector, a byte at a
   -- time from the block's end (bits past them are checked below).
-  -- (Each set bit found by table, each low field within four bytes read
-  -- as one number, as p_low reads them: a block's decode is most of the
-  -- call that makes it.)
+  -- (Each set bit found by table, and the low fields taken from the
+  -- stream: a block's decode is most of the call that makes it.)
   for k = 0, (high_bits + 7 - (high_bits + 7) % 8) / 8 - 1 do
     local byte = t[e - k]
     local bits = 8 * byte
     for c = 0, POPCOUNT[byte] - 1 do
       local j = k * 8 + NTH_ONE[bits + c]
       if j >= high_bits then break end
-      local low = 0
-      if l > 0 then
-        local p = i * l
-        local shift = p % 8
-        if shift + l <= 32 then
-          local q, below = 17 + (p - shift) / 8, POW2[shift]
-          local x = (t[q] or 0) + (t[q + 1] or 0) * 256 + (t[q + 2] or 0) * 65536 + (t[q + 3] or 0) * 16777216
-          low = (x - x % below) / below % scale
-        else
-          low = p_low(b, i)
+      -- (More set bits than entries: not well formed, and past the low
+      -- fields the bytes are not theirs.)
+      if i == n then return false end
+      local low
+      if stream then
+        while have < l do
+          acc, q, have = acc + (t[q] + (t[q + 1] or 0) * 256) * POW2[have], q + 2, have + 16
         end
+        low = acc % scale
+        acc, have = (acc - low) / scale, have - l
+      else
+        low = p_low(b, i)
       end
       local time = first + (j - i) * scale + low
-      if time > MAX_MS or (previous and previous > time) then return false end
+      if previous > time then return false end
       count, previous, i = count + 1, time, i + 1
       into[count] = time
     end
   end
+  -- (In order, none is past the newest, which p_check_ends bounds.)
   if i ~= n then return false end
   local low_bits = n * l
   local low_end, high_start = ceil8(low_bits), e - 16 - ceil8(high_bits)
