@@ -361,7 +361,7 @@ end
 -- capacity) ends, as the module's partition_point: past every slot it
 -- probes that is nonzero (`at_most` nil) or at most `at_most`. Its
 -- probes of 4-byte slots are read in place (a probe per call of
--- slot_at took three times the operations: at 100,000 entries a call
+-- slot_at took nearly twice the operations: at 100,000 entries a call
 -- makes some 70).
 local function search_slots(low, high, at_most)
   local width, whole, blocks = c_width, c_whole, false
