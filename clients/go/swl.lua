@@ -990,16 +990,21 @@ function Compact:value_len()
   return c_size
 end
 
--- The bytes of block `block` (BLOCK_SLOTS slots from slot `block` *
--- BLOCK_SLOTS, fewer at the end) of a value not at hand: slots are read
--- a block at a time, each block once a call (see overlay), and decoded
--- one at a time.
-local function block_bytes(block)
+-- The blocks of slots this call has read, by number (see overlay).
+local function blocks_read()
   local blocks = c_blocks
   if not blocks then
     blocks = {}
     c_blocks = blocks
   end
+  return blocks
+end
+
+-- The bytes of block `block` (BLOCK_SLOTS slots from slot `block` *
+-- BLOCK_SLOTS, fewer at the end) of a value not at hand: slots are read
+-- a block at a time, each block once a call, and decoded one at a time.
+local function block_bytes(block)
+  local blocks = blocks_read()
   local bytes = blocks[block]
   if not bytes then
     local first, width = block * BLOCK_SLOTS, c_width
@@ -1123,13 +1128,7 @@ end
 -- makes some 70).
 local function search_slots(low, high, at_most)
   local width, whole, blocks = c_width, c_whole, false
-  if width == 4 and not whole then
-    blocks = c_blocks
-    if not blocks then
-      blocks = {}
-      c_blocks = blocks
-    end
-  end
+  if width == 4 and not whole then blocks = blocks_read() end
   while low < high do
     local mid = low + (high - low - (high - low) % 2) / 2
     local value
