@@ -227,52 +227,110 @@ fn an_entry_behind_the_newest_that_a_damaged_block_misplaces_is_refused() {
 /// elsewhere. The function library, which counts that window straight
 /// through, probes the same blocks in the same order as the module and
 /// so counts alike: the same replies (admitted, denied or WRONGTYPE) and
-/// the same bytes after each call: on a log of many blocks, where the
-/// search starts 32 blocks before the tail, and on one of a few, where it
-/// starts after the head block. (Only format version 2 has blocks with
-/// first times.)
+/// the same bytes after each call: on a log of many blocks and on one of
+/// a few. (Only format version 2 has blocks with first times.)
 #[test]
 fn a_narrow_window_over_damaged_block_starts_is_counted_as_the_module_counts() {
     let server = server_in(Encoding::Compact);
     let mut con = server.connect();
     let mut rng = Rng(0x5eed_2026);
-    let spacing = 36;
     // About 60 blocks, and about 8.
     for (entries, blocks_between) in [(15_000u64, 40..100), (1_000, 2..9)] {
-        let (mut differed, mut admitted) = (0, 0);
-        for round in 0..6u64 {
-            let (replies_differed, replies_admitted) =
-                damaged_round(&mut con, &mut rng, entries, spacing, round, &blocks_between);
-            differed += replies_differed;
-            admitted += replies_admitted;
-        }
-        // The damage mattered, and the straight path was taken.
-        assert!(
-            differed > 50 && admitted > 100,
-            "{entries} entries: {differed} differed, {admitted} admitted"
+        damaged_rounds(
+            &mut con,
+            &mut rng,
+            entries,
+            &|_| 36,
+            "2500",
+            &blocks_between,
         );
     }
 }
 
-/// One round of the test above on a log of `entries` entries `spacing`
-/// ms apart, with `blocks_between` its blocks between the head and tail
-/// blocks: how many replies the damage changed, and how many admitted.
+/// As the test above, on logs whose blocks span very different times:
+/// entries 10 ms apart, then 300 ms apart, and the other way round. The
+/// search between the head and tail blocks starts from where a window's
+/// floor would lie were the blocks evenly spread, and here it is many
+/// blocks off, above or below: its steps out from there, and the binary
+/// search between them, probe damaged blocks as the module's do.
+#[test]
+fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_as_the_module_counts() {
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
+    let mut rng = Rng(0x5eed_2027);
+    let dense_first = |i: u64| -> u64 {
+        if i < 6_000 {
+            10
+        } else {
+            300
+        }
+    };
+    let sparse_first = |i: u64| -> u64 {
+        if i < 6_000 {
+            300
+        } else {
+            10
+        }
+    };
+    for spacing in [&dense_first as &dyn Fn(u64) -> u64, &sparse_first] {
+        damaged_rounds(&mut con, &mut rng, 12_000, spacing, "8000", &(30..80));
+    }
+}
+
+/// Six rounds of damaged_round, whose damage changed more than 50 replies
+/// and which admitted more than 100 calls.
+fn damaged_rounds(
+    con: &mut redis::Connection,
+    rng: &mut Rng,
+    entries: u64,
+    spacing: &dyn Fn(u64) -> u64,
+    narrow_limit: &str,
+    blocks_between: &std::ops::Range<u64>,
+) {
+    let (mut differed, mut admitted) = (0, 0);
+    for round in 0..6u64 {
+        let (replies_differed, replies_admitted) = damaged_round(
+            con,
+            rng,
+            entries,
+            spacing,
+            narrow_limit,
+            round,
+            blocks_between,
+        );
+        differed += replies_differed;
+        admitted += replies_admitted;
+    }
+    // The damage mattered, and the straight path was taken.
+    assert!(
+        differed > 50 && admitted > 100,
+        "{entries} entries: {differed} differed, {admitted} admitted"
+    );
+}
+
+/// One round of the test above on a log of `entries` entries, the i-th
+/// `spacing(i)` ms after the one before, with `blocks_between` its blocks
+/// between the head and tail blocks, the narrow window's limit
+/// `narrow_limit`: how many replies the damage changed, and how many
+/// admitted.
 fn damaged_round(
     con: &mut redis::Connection,
     rng: &mut Rng,
     entries: u64,
-    spacing: u64,
+    spacing: &dyn Fn(u64) -> u64,
+    narrow_limit: &str,
     round: u64,
     blocks_between: &std::ops::Range<u64>,
 ) -> (u32, u32) {
     let (mut differed, mut admitted) = (0, 0);
     let _: () = redis::cmd("DEL").arg(&["m", "l"]).query(con).expect("DEL");
     let mut now = T;
-    for _ in 0..entries {
-        now += spacing;
+    for i in 0..entries {
+        now += spacing(i);
         let args = strings(&[HOUR, "100000000", &now.to_string()]);
         call(con, Via::Module, "check", "m", &args).expect("a check");
     }
+    let span = now - T;
     let mut value = get(con, "m");
     let undamaged = value.clone();
     let field =
@@ -285,7 +343,7 @@ fn damaged_round(
     // Some middle blocks start anywhere in the log's span.
     for _ in 0..4 + 4 * round {
         let block = head_block + 1 + rng.below(tail - head_block - 1);
-        let first = T + rng.below(entries * spacing);
+        let first = T + rng.below(span);
         let at = 24 + 256 * block as usize;
         value[at..at + 7].copy_from_slice(&first.to_le_bytes()[..7]);
     }
@@ -302,16 +360,16 @@ fn damaged_round(
         .query(con)
         .expect("SET");
     for i in 0..100u64 {
-        now += if i % 4 == 3 { 0 } else { spacing };
+        now += if i % 4 == 3 { 0 } else { spacing(entries) };
         // A ninth, two and five ninths of the log's span.
-        let narrow = entries * spacing / 9 * [1, 2, 5][(i % 3) as usize];
+        let narrow = span / 9 * [1, 2, 5][(i % 3) as usize];
         let args = strings(&[
             HOUR,
             "100000000",
             &now.to_string(),
             "WINDOW",
             &narrow.to_string(),
-            "2500",
+            narrow_limit,
         ]);
         let module = call(con, Via::Module, "check", "m", &args);
         let library = call(con, Via::Library, "check", "l", &args);

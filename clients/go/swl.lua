@@ -2364,18 +2364,41 @@ local function p_last_holding(low, n, holds)
   return low + from
 end
 
--- Block_through's search between `head` and `tail` for the last block
--- that starts by p_sought (`starts_by(index)` says whether one does):
--- windows mostly end among the newest blocks, so the search starts among
--- them (as the module's, with SEARCHED_FIRST).
-local function p_search_between(head, tail, starts_by)
-  local low, high = head + 1, tail - 1
-  if tail - head > 2 then
-    local from = tail - P_REGION_BLOCKS
-    if from < low then from = low end
-    if starts_by(from) then low = from else high = from - 1 end
+-- Block_through's search between `head` and `tail` (the module's
+-- guessed_block and searched_from) for the last block that starts by
+-- p_sought, where the block after the head starts at `low_first` (by
+-- p_sought) and the tail block at `high_first` (past it): from where
+-- p_sought lies between them as though each block between spanned as
+-- long, in steps of 1, 2, 4, ... toward the answer, then a binary search
+-- between the last two probes (`starts_by(index)` says whether a block
+-- starts by p_sought). The guess is the module's, in the same doubles.
+local function p_search_between(head, tail, low_first, high_first, starts_by)
+  local low, high = head + 1, tail
+  local count = high - low
+  local guess = math.floor((p_sought - low_first) * count / (high_first - low_first))
+  if guess > count - 1 then guess = count - 1 end
+  guess = low + guess
+  local step = 1
+  if guess == low or starts_by(guess) then
+    low = guess
+    while step < high - low do
+      if not starts_by(low + step) then
+        high = low + step
+        break
+      end
+      low, step = low + step, step * 2
+    end
+  else
+    high = guess
+    while step < high - low do
+      if starts_by(high - step) then
+        low = high - step
+        break
+      end
+      high, step = high - step, step * 2
+    end
   end
-  return p_last_holding(low, high - low, starts_by)
+  return p_last_holding(low, high - low - 1, starts_by)
 end
 
 -- Block_of_rank's search between `head` and `tail` for the block holding
@@ -2476,14 +2499,18 @@ local function p_oldest_time()
 end
 
 -- The last block whose first time is at most `at` (as the module's
--- block_through): the head block, the tail block, or a binary search of
--- the blocks between, the last P_REGION_BLOCKS of them read at once.
+-- block_through): the head block, the tail block, or the module's search
+-- of the blocks between (p_search_between), the last P_REGION_BLOCKS of
+-- them read at once where a call searches more than once.
 local function p_starts_by(index) return (p_head_of(index)) <= p_sought end
 
 local function p_block_through(at)
   local head, tail = p_head_block, p_tail
-  if head == tail or (p_head_of(head + 1)) > at then return head end
-  if (p_head_of(tail)) <= at then return tail end
+  if head == tail then return head end
+  local low_first = p_head_of(head + 1)
+  if low_first > at then return head end
+  local high_first = p_head_of(tail)
+  if high_first <= at then return tail end
   if tail - head > 2 then
     -- Redis's Lua hashes every byte of every string it makes (about 12
     -- instructions a byte): the region costs more than the few reads of
@@ -2497,7 +2524,7 @@ local function p_block_through(at)
     end
   end
   p_sought = at
-  return p_search_between(head, tail, p_starts_by)
+  return p_search_between(head, tail, low_first, high_first, p_starts_by)
 end
 
 local function p_count_through(at)
@@ -3419,10 +3446,22 @@ end
 -- The value the straight path searches, and the head rank its block
 -- ranks count from: read a probe at a time, with a GETRANGE of a block's
 -- first time or rank (as the general path reads them: the same
--- comparisons, so a damaged log is searched alike).
+-- comparisons, so a damaged log is searched alike). A search's first
+-- probe of first times reads its block whole and the next block's first
+-- time (p_kept_probed, from p_kept_probed_at): on a log a client keeps
+-- calling the search's guess is the block found, and that one GETRANGE
+-- is its two probes and its read.
 local p_kept_key, p_kept_rank = false, 0
+local p_kept_probed, p_kept_probed_at = false, 0
 local function p_kept_starts_by(index)
-  local lo, mid, hi = struct_unpack('<I4I2B', keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, 7))
+  local str, from = p_kept_probed, (index - p_kept_probed_at) * P_BLOCK + 1
+  if not str then
+    str = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, P_BLOCK + 7)
+    p_kept_probed, p_kept_probed_at, from = str, index, 1
+  elseif from < 1 or from + 6 > #str then
+    str, from = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, 7), 1
+  end
+  local lo, mid, hi = struct_unpack('<I4I2B', str, from)
   return lo + mid * 4294967296 + hi * 281474976710656 <= p_sought
 end
 local function p_kept_ranked_by(index)
@@ -3430,9 +3469,13 @@ local function p_kept_ranked_by(index)
   return p_rank_from(before, p_kept_rank) <= p_sought
 end
 -- Block `index` of p_kept_key, which a search found, read (nil where it
--- is not one).
+-- is not one): the first probe's bytes where it is that block.
 local function p_kept_found(index)
-  local str = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, P_BLOCK)
+  local str = p_kept_probed
+  if not (str and p_kept_probed_at == index) then
+    str = keyspace.getrange(p_kept_key, P_HEADER + index * P_BLOCK, P_BLOCK)
+  end
+  p_kept_probed = false
   if #str < P_MIN_EXTENT then return nil end
   return p_block_read(str, p_kept_block)
 end
@@ -3485,8 +3528,8 @@ local function p_kept_count_through(key, k, t, at, rank, offset, head_block, tai
     if t.first > at then
       -- The module's search of the blocks between (block_through's),
       -- then the block found, read.
-      p_kept_key, p_sought = key, at
-      b = p_kept_found(p_search_between(head_block, tail, p_kept_starts_by))
+      p_kept_key, p_sought, p_kept_probed = key, at, false
+      b = p_kept_found(p_search_between(head_block, tail, next_first, t.first, p_kept_starts_by))
       if not b then return nil end
     end
     local counted = b == t and p_tail_count_through(k, t, at)
@@ -3509,7 +3552,7 @@ local function p_kept_time_at(key, k, t, r, rank, offset, head_block, tail, live
   if tail == head_block or offset + r < k.n then return k.times[offset + r + 1] or MAX_MS end
   local b, d = t, p_rank_from(t.before, rank)
   if d > r then
-    p_kept_key, p_kept_rank, p_sought = key, rank, r
+    p_kept_key, p_kept_rank, p_sought, p_kept_probed = key, rank, r, false
     b = p_kept_found(p_search_rank(head_block, tail, p_kept_ranked_by))
     if not b then return nil end
     d = p_rank_from(b.before, rank)

@@ -202,27 +202,27 @@ impl<'a> Log<'a> {
     /// The last block whose first time is at most `time`: the head block
     /// where the block after it starts later (a trim's floor, mostly), the
     /// tail block where it starts no later (the newest window), otherwise
-    /// a binary search of the blocks between that starts among the last
-    /// SEARCHED_FIRST of them, where windows mostly end (the function
-    /// library reads those at once, and searches in the same order).
+    /// a search of the blocks between from where `time` lies between their
+    /// first times as though each spanned as long (`guessed_block`). The
+    /// blocks of a log a client keeps calling do, so a second window's
+    /// floor is found in two probes, the guess and the block after it,
+    /// which the function library reads with the guess's bytes.
     pub(super) fn block_through(&self, time: u64) -> usize {
         let (head, tail) = (self.head_block, self.tail);
-        if head == tail || self.block(head + 1).first() > time {
+        if head == tail {
             return head;
         }
-        if self.block(tail).first() <= time {
+        let low_first = self.block(head + 1).first();
+        if low_first > time {
+            return head;
+        }
+        let high_first = self.block(tail).first();
+        if high_first <= time {
             return tail;
         }
-        let (mut low, mut high) = (head + 1, tail - 1);
-        if tail - head > 2 {
-            let from = tail.saturating_sub(SEARCHED_FIRST).max(low);
-            if self.block(from).first() <= time {
-                low = from;
-            } else {
-                high = from - 1;
-            }
-        }
-        low + partition_point(high - low, |i| self.block(low + 1 + i).first() <= time)
+        let low = head + 1;
+        let guess = low + guessed_block(time, low_first, high_first, tail - low);
+        searched_from(low, tail, guess, |index| self.block(index).first() <= time)
     }
 
     /// Live entries later than `floor`.
@@ -313,6 +313,54 @@ impl<'a> Log<'a> {
     }
 }
 
-/// The newest blocks between head and tail that a search for a time
-/// looks at first.
-pub(super) const SEARCHED_FIRST: usize = 32;
+/// Where `time` lies among `count` blocks whose first starts at
+/// `low_first` and whose next after the last at `high_first` (low_first
+/// <= time < high_first), as though each spanned as long: 0 to count - 1.
+/// In f64, each step as the function library's Lua (whose numbers are
+/// doubles) takes it, so that both start a search at the same block
+/// whatever a damaged log's first times.
+pub(super) fn guessed_block(time: u64, low_first: u64, high_first: u64, count: usize) -> usize {
+    let low_first = low_first as f64;
+    let at = (time as f64 - low_first) * count as f64 / (high_first as f64 - low_first);
+    // A saturating cast: the floor of a number at least 0.
+    (at as usize).min(count.saturating_sub(1))
+}
+
+/// The last index in `low..high` (high > low) at which `holds`, where it
+/// holds at `low` and not at `high`, searched from `guess`: steps of 1,
+/// 2, 4, ... from it toward the answer, then a binary search between the
+/// last two probes. O(log d) probes for an answer d from the guess. The
+/// function library probes in the same order, so that a damaged log,
+/// whose `holds` need not turn false once, is searched alike.
+pub(super) fn searched_from(
+    low: usize,
+    high: usize,
+    guess: usize,
+    holds: impl Fn(usize) -> bool,
+) -> usize {
+    let (mut low, mut high) = (low, high);
+    let guess = guess.clamp(low, high - 1);
+    let mut step = 1;
+    if guess == low || holds(guess) {
+        low = guess;
+        while step < high - low {
+            if !holds(low + step) {
+                high = low + step;
+                break;
+            }
+            low += step;
+            step *= 2;
+        }
+    } else {
+        high = guess;
+        while step < high - low {
+            if holds(high - step) {
+                low = high - step;
+                break;
+            }
+            high -= step;
+            step *= 2;
+        }
+    }
+    low + partition_point(high - low - 1, |i| holds(low + 1 + i))
+}

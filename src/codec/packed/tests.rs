@@ -224,3 +224,84 @@ fn damaged_blocks_are_refused_and_reads_stay_in_bounds() {
         );
     }
 }
+
+/// The search between the head and tail blocks finds where an ordered
+/// `holds` turns false from any guess, in two probes from the right one
+/// and O(log d) from one d away; on any `holds` (a damaged log's) it
+/// probes only between its ends and finds a block that holds with the
+/// next one not holding, as a binary search does.
+#[test]
+fn the_search_from_a_guess_finds_the_last_block_that_holds() {
+    use super::log::searched_from;
+    use std::cell::RefCell;
+    for count in 1..40usize {
+        let (low, high) = (5, 5 + count);
+        for answer in low..high {
+            for guess in low..high {
+                let probes = RefCell::new(0);
+                let found = searched_from(low, high, guess, |i| {
+                    *probes.borrow_mut() += 1;
+                    i <= answer
+                });
+                assert_eq!(found, answer, "{count} blocks, guess {guess}");
+                let d = guess.abs_diff(answer);
+                let most = if d == 0 {
+                    2
+                } else {
+                    2 * (usize::BITS - d.leading_zeros()) as usize + 2
+                };
+                assert!(
+                    *probes.borrow() <= most,
+                    "{count} blocks, guess {guess}, answer {answer}"
+                );
+            }
+        }
+    }
+    let mut rng = XorShift(0x5ea4c4);
+    for _ in 0..20_000 {
+        let count = 1 + rng.below(60) as usize;
+        let (low, high) = (3, 3 + count);
+        let holds: Vec<bool> = (0..high).map(|_| rng.below(2) == 0).collect();
+        let guess = low + rng.below(count as u64) as usize;
+        let found = searched_from(low, high, guess, |i| {
+            assert!(low < i && i < high, "probed {i} of {low}..{high}");
+            holds[i]
+        });
+        assert!(low <= found && found < high);
+        assert!(found == low || holds[found], "{found} does not hold");
+        assert!(
+            found + 1 == high || !holds[found + 1],
+            "{} holds",
+            found + 1
+        );
+    }
+}
+
+/// The guess takes the blocks between as spanning equal times: exact on
+/// evenly spread ones, and within them whatever the times, up to the
+/// 56-bit first times another writer can give a block.
+#[test]
+fn the_guess_places_a_time_among_evenly_spread_blocks() {
+    use super::log::guessed_block;
+    for count in 1..50usize {
+        for block in 0..count {
+            for within in [0, 1, 499, 999] {
+                let time = 7_000 + (block * 1_000 + within) as u64;
+                assert_eq!(
+                    guessed_block(time, 7_000, 7_000 + count as u64 * 1_000, count),
+                    block
+                );
+            }
+        }
+    }
+    // 56-bit first times (another writer's) and the widest spans.
+    let most = (1u64 << 56) - 1;
+    // (2^53 - 1) / 2^56 of 2^21 blocks, the span rounded to 2^56.
+    assert_eq!(
+        guessed_block(crate::window::MAX_MS, 0, most, 1 << 21),
+        (1 << 18) - 1
+    );
+    assert_eq!(guessed_block(most - 1, 0, most, 1 << 21), (1 << 21) - 1);
+    assert_eq!(guessed_block(0, 0, 1, 1), 0);
+    assert_eq!(guessed_block(5, 5, 6, 1_000), 0);
+}
