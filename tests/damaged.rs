@@ -308,7 +308,7 @@ fn damaged_rounds(
     );
 }
 
-/// One round of the test above on a log of `entries` entries, the i-th
+/// One round of the tests above on a log of `entries` entries, the i-th
 /// `spacing(i)` ms after the one before, with `blocks_between` its blocks
 /// between the head and tail blocks, the narrow window's limit
 /// `narrow_limit`: how many replies the damage changed, and how many
@@ -346,6 +346,16 @@ fn damaged_round(
         let first = T + rng.below(span);
         let at = 24 + 256 * block as usize;
         value[at..at + 7].copy_from_slice(&first.to_le_bytes()[..7]);
+    }
+    // In odd rounds, a bit of as many middle blocks' fields or high bits,
+    // which a count in the block reads (and which may leave it out of
+    // order, or its high bits not its entries).
+    if round % 2 == 1 {
+        for _ in 0..4 + 4 * round {
+            let block = head_block + 1 + rng.below(tail - head_block - 1);
+            let at = 24 + 256 * block as usize + 16 + rng.below(240) as usize;
+            value[at] ^= 1 << rng.below(8);
+        }
     }
     for key in ["m", "l"] {
         let _: () = redis::cmd("SET")
