@@ -16,9 +16,10 @@
 # `steady` counts the library's one-window calls on one log in steady state
 # (scripts/bench.sh's steady workload: ENTRIES entries an hour apart in
 # all, each call one spacing later, trimming one and adding one), admitted,
-# denied, and admitted with every third call 30 ms behind the newest, in
-# each encoding beside the usual script's: the figures its targets are
-# judged by, free of the machine's noise.
+# denied, admitted with every third call 30 ms behind the newest, and
+# admitted with two windows (an hour and a minute), in each encoding
+# beside the usual script's: the figures its targets are judged by, free
+# of the machine's noise.
 # Usage: scripts/profile.sh [admitted|denied|library] [requests] [zset|compact]
 #        scripts/profile.sh steady [calls] [entries]
 set -euo pipefail
@@ -89,43 +90,54 @@ if [ "$workload" = steady ]; then
     entries=${3:-10000}
     script=$(sed -n "/^LUA_AT='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT='//; \$s/'\$//")
     sha=$(cli script load "$script")
+    script2=$(sed -n "/^LUA_AT2='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT2='//; \$s/'\$//")
+    sha2=$(cli script load "$script2")
     # Calls `from` to `to` - 1 on `key`: `prefix`, then now_ms one spacing
-    # apart (or `fixed`; `behind`: every third 30 ms before the newest), as
-    # bench.sh's steady_calls.
+    # apart (or `fixed`; `behind`: every third 30 ms before the newest),
+    # then `suffix`, as bench.sh's steady_calls.
     calls() {
-        awk -v prefix="$1" -v from="$2" -v to="$3" -v n="$entries" -v fixed="${4:-}" 'BEGIN {
+        awk -v prefix="$1" -v from="$2" -v to="$3" -v n="$entries" -v fixed="${4:-}" -v suffix="${5:-}" 'BEGIN {
             s = 3600000 / n
             for (i = from; i < to; i++) {
                 t = 1700000000000 + i * s
                 if (fixed == "behind" && i % 3 == 2) t = t - s - 30
                 else if (fixed != "" && fixed != "behind") t = fixed
-                printf "%s %.0f\r\n", prefix, t
+                printf "%s %.0f%s\r\n", prefix, t, (suffix == "" ? "" : " " suffix)
             }
         }'
     }
+    # Two windows as bench.sh's: an hour and 2n, a minute and twice the
+    # entries in a minute plus 2 (the script: LUA_AT2, with a ZCOUNT).
+    minute=$((2 * (entries / 60) + 2))
     warm=$((entries / 10 > 1000 ? entries / 10 : 1000))
     fixed=$(awk -v n="$entries" -v i=$((entries + warm - 1)) 'BEGIN { printf "%.0f", 1700000000000 + i * 3600000 / n + 1 }')
     for path in script zset compact1 compact; do
         cli flushall >/dev/null
         if [ "$path" = script ]; then
             prefix="EVALSHA $sha 1 st" command=evalShaCommand
+            prefix2="EVALSHA $sha2 1 st:two" suffix2="60000 $minute"
         else
             load_library "$path"
             prefix="FCALL swl_check 1 st" command=fcallCommand
+            prefix2="FCALL swl_check 1 st:two" suffix2="WINDOW 60000 $minute"
         fi
         calls "$prefix 3600000 99999999" 0 "$entries" | cli --pipe >/dev/null 2>&1
         calls "$prefix 3600000 $((2 * entries))" "$entries" $((entries + warm)) | cli --pipe >/dev/null 2>&1
         cli copy st st:denied >/dev/null
         cli copy st st:behind >/dev/null
+        cli copy st st:two >/dev/null
         counts[admitted,$path]=$(calls "$prefix 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) | per_call "$command" cli --pipe)
         counts[denied,$path]=$(calls "${prefix/ st/ st:denied} 3600000 $entries" 0 "$requests" "$fixed" | per_call "$command" cli --pipe)
         counts[behind,$path]=$(calls "${prefix/ st/ st:behind} 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) behind | per_call "$command" cli --pipe)
+        counts[two,$path]=$(calls "$prefix2 3600000 $((2 * entries))" $((entries + warm)) $((entries + warm + requests)) "" "$suffix2" | per_call "$command" cli --pipe)
     done
     echo "Instructions per call, one log of $entries entries in steady state, one window ($requests calls each; the library's ratio to the script)"
     printf '%-10s %10s %12s %8s %12s %8s %12s %8s\n' workload script "sorted set" "" "format 1" "" "format 2" ""
-    for name in admitted denied behind; do
+    for name in admitted denied behind two; do
         row 10 "$name"
     done
+    echo "(two: two windows, an hour and a minute, admitted; the script with a ZCOUNT for the minute)"
+    echo "two windows, format 2 over sorted set: $(awk -v a="${counts[two,compact]}" -v b="${counts[two,zset]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
     exit 0
 fi
 
