@@ -243,6 +243,7 @@ fn a_narrow_window_over_damaged_block_starts_is_counted_as_the_module_counts() {
             &|_| 36,
             "2500",
             &blocks_between,
+            &[],
         );
     }
 }
@@ -273,12 +274,158 @@ fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_as_the_module_
         }
     };
     for spacing in [&dense_first as &dyn Fn(u64) -> u64, &sparse_first] {
-        damaged_rounds(&mut con, &mut rng, 12_000, spacing, "8000", &(30..80));
+        damaged_rounds(&mut con, &mut rng, 12_000, spacing, "8000", &(30..80), &[]);
+    }
+}
+
+/// As the test above, each call of cost 2: the function library counts
+/// the narrow window on its general path (p_block_through), which must
+/// search from the guess as the module does too.
+#[test]
+fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_alike_at_cost_2() {
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
+    let mut rng = Rng(0x5eed_2028);
+    for (spacing_dense, spacing_sparse) in [(10, 300), (300, 10)] {
+        let spacing = move |i: u64| {
+            if i < 6_000 {
+                spacing_dense
+            } else {
+                spacing_sparse
+            }
+        };
+        damaged_rounds(
+            &mut con,
+            &mut rng,
+            12_000,
+            &spacing,
+            "8000",
+            &(30..80),
+            &["COST", "2"],
+        );
+    }
+}
+
+/// A second window's floor lies in one block between the head and tail
+/// blocks for many calls, and the function library keeps that block's
+/// times with the bytes they were read from. Another writer then changes
+/// the block's rank field or a bit of its low fields or high bits, its
+/// first time kept: the next calls count in the block as it now is, in the
+/// module and the library alike, and the rank's change shows in the
+/// narrow window's count (against an unchanged copy).
+#[test]
+fn a_second_windows_block_changed_after_its_times_were_kept_is_read_as_it_now_is() {
+    let server = server_in(Encoding::Compact);
+    let mut con = server.connect();
+    let con = &mut con;
+    let (entries, spacing) = (12_000u64, 300u64);
+    let minute = 60_000u64;
+    let field = |value: &[u8], at: usize| u32::from_le_bytes(value[at..at + 4].try_into().unwrap());
+    for name in ["rank + 1", "rank - 1", "a low field bit", "a high bit"] {
+        let _: () = redis::cmd("DEL")
+            .arg(&["m", "l", "u"])
+            .query(con)
+            .expect("DEL");
+        let mut fill = redis::pipe();
+        for i in 0..entries {
+            fill.cmd("SWL.CHECK")
+                .arg("m")
+                .arg(HOUR)
+                .arg(2 * entries)
+                .arg(T + i * spacing)
+                .ignore();
+        }
+        let () = fill.query(con).expect("the calls that fill");
+        for key in ["l", "u"] {
+            let _: bool = redis::cmd("COPY")
+                .arg("m")
+                .arg(key)
+                .query(con)
+                .expect("COPY");
+        }
+        let mut now = T + entries * spacing;
+        let args = |now: u64| {
+            strings(&[
+                HOUR,
+                &(2 * entries).to_string(),
+                &now.to_string(),
+                "WINDOW",
+                &minute.to_string(),
+                "5000",
+            ])
+        };
+        // Calls that keep the floor's block, then the change, then calls
+        // that read it.
+        for i in 0..12 {
+            if i == 6 {
+                let value = get(con, "m");
+                let (head_block, tail) = (field(&value, 12) as usize, field(&value, 16) as usize);
+                let first = |block: usize| {
+                    let at = 24 + block * 256;
+                    let mut bytes = [0u8; 8];
+                    bytes[..7].copy_from_slice(&value[at..at + 7]);
+                    u64::from_le_bytes(bytes)
+                };
+                let floor = now - minute;
+                let block = (head_block + 1..tail)
+                    .rev()
+                    .find(|&block| first(block) <= floor)
+                    .expect("a block between");
+                assert!(
+                    first(block + 1) > floor,
+                    "{name}: block {block} of {head_block} to {tail}"
+                );
+                let (at, bytes) = block_changed(name, &value, 24 + block * 256);
+                for key in ["m", "l"] {
+                    let _: i64 = redis::cmd("SETRANGE")
+                        .arg(key)
+                        .arg(at)
+                        .arg(&bytes)
+                        .query(con)
+                        .expect("SETRANGE");
+                }
+            }
+            let args = args(now);
+            let module = call(con, Via::Module, "check", "m", &args);
+            let library = call(con, Via::Library, "check", "l", &args);
+            assert_eq!(library, module, "{name}, call {i}: {args:?}");
+            assert_eq!(get(con, "l"), get(con, "m"), "{name}, call {i}");
+            let unchanged = call(con, Via::Module, "check", "u", &args);
+            if i < 6 {
+                assert_eq!(module, unchanged, "{name}, call {i}");
+            } else if name.starts_with("rank") && i == 6 {
+                // One entry more or fewer through the floor: the narrow
+                // window's count, which binds, one the other way.
+                let step = if name == "rank + 1" { 1 } else { -1 };
+                let (module, unchanged) = (module.expect("a reply"), unchanged.expect("a reply"));
+                assert_eq!(
+                    module[2],
+                    unchanged[2] + step,
+                    "{name}: {module:?} {unchanged:?}"
+                );
+            }
+            now += spacing;
+        }
+    }
+}
+
+/// The change `name` to the block at offset `at` of `value`: where to
+/// write, and what. Its rank up one or down one, a bit of its first low
+/// fields, a bit of its last byte of high bits.
+fn block_changed(name: &str, value: &[u8], at: usize) -> (usize, Vec<u8>) {
+    let rank = u32::from_le_bytes(value[at + 8..at + 12].try_into().unwrap());
+    match name {
+        "rank + 1" => (at + 8, rank.wrapping_add(1).to_le_bytes().to_vec()),
+        "rank - 1" => (at + 8, rank.wrapping_sub(1).to_le_bytes().to_vec()),
+        "a low field bit" => (at + 17, vec![value[at + 17] ^ 0x10]),
+        _ => (at + 255, vec![value[at + 255] ^ 0x04]),
     }
 }
 
 /// Six rounds of damaged_round, whose damage changed more than 50 replies
-/// and which admitted more than 100 calls.
+/// and which admitted more than 100 calls. `options` follow each call's
+/// windows (COST 2 takes the function library's general path, where one
+/// window of cost 1 takes its straight one).
 fn damaged_rounds(
     con: &mut redis::Connection,
     rng: &mut Rng,
@@ -286,6 +433,7 @@ fn damaged_rounds(
     spacing: &dyn Fn(u64) -> u64,
     narrow_limit: &str,
     blocks_between: &std::ops::Range<u64>,
+    options: &[&str],
 ) {
     let (mut differed, mut admitted) = (0, 0);
     for round in 0..6u64 {
@@ -297,11 +445,13 @@ fn damaged_rounds(
             narrow_limit,
             round,
             blocks_between,
+            options,
         );
         differed += replies_differed;
         admitted += replies_admitted;
     }
-    // The damage mattered, and the straight path was taken.
+    // The damage mattered, and calls were admitted (recorded, on the
+    // library's straight path where `options` leave it one).
     assert!(
         differed > 50 && admitted > 100,
         "{entries} entries: {differed} differed, {admitted} admitted"
@@ -311,8 +461,9 @@ fn damaged_rounds(
 /// One round of the tests above on a log of `entries` entries, the i-th
 /// `spacing(i)` ms after the one before, with `blocks_between` its blocks
 /// between the head and tail blocks, the narrow window's limit
-/// `narrow_limit`: how many replies the damage changed, and how many
-/// admitted.
+/// `narrow_limit`, `options` after the windows: how many replies the
+/// damage changed, and how many admitted.
+#[allow(clippy::too_many_arguments)]
 fn damaged_round(
     con: &mut redis::Connection,
     rng: &mut Rng,
@@ -321,6 +472,7 @@ fn damaged_round(
     narrow_limit: &str,
     round: u64,
     blocks_between: &std::ops::Range<u64>,
+    options: &[&str],
 ) -> (u32, u32) {
     let (mut differed, mut admitted) = (0, 0);
     let _: () = redis::cmd("DEL").arg(&["m", "l"]).query(con).expect("DEL");
@@ -373,7 +525,7 @@ fn damaged_round(
         now += if i % 4 == 3 { 0 } else { spacing(entries) };
         // A ninth, two and five ninths of the log's span.
         let narrow = span / 9 * [1, 2, 5][(i % 3) as usize];
-        let args = strings(&[
+        let mut args = strings(&[
             HOUR,
             "100000000",
             &now.to_string(),
@@ -381,6 +533,7 @@ fn damaged_round(
             &narrow.to_string(),
             narrow_limit,
         ]);
+        args.extend(strings(options));
         let module = call(con, Via::Module, "check", "m", &args);
         let library = call(con, Via::Library, "check", "l", &args);
         assert_eq!(library, module, "round {round}, call {i}: {args:?}");
