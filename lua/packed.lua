@@ -832,6 +832,8 @@ local function p_search_between(head, tail, low_first, high_first, starts_by)
   local count = high - low
   local guess = math.floor((p_sought - low_first) * count / (high_first - low_first))
   if guess > count - 1 then guess = count - 1 end
+  -- (As the module's clamp; p_sought is never below low_first here.)
+  if guess < 0 then guess = 0 end
   guess = low + guess
   local step = 1
   if guess == low or starts_by(guess) then

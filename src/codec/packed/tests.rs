@@ -278,8 +278,10 @@ fn the_search_from_a_guess_finds_the_last_block_that_holds() {
 }
 
 /// The guess takes the blocks between as spanning equal times: exact on
-/// evenly spread ones, and within them whatever the times, up to the
-/// 56-bit first times another writer can give a block.
+/// evenly spread ones, and within them whatever the times, even 56-bit
+/// ones (which block_through never passes it: the time and the tail
+/// block's first time are at most MAX_MS there, and only the blocks
+/// between, which it does not take, can start later).
 #[test]
 fn the_guess_places_a_time_among_evenly_spread_blocks() {
     use super::log::guessed_block;
