@@ -36,6 +36,12 @@ fn call(
         .map_err(|e| error_text(&e))
 }
 
+/// The little-endian 4-byte field at `at` of a value (8: head rank, 12:
+/// head block, 16: tail block; in a block, 8: its rank).
+fn word(value: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(value[at..at + 4].try_into().unwrap())
+}
+
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
@@ -197,10 +203,7 @@ fn an_entry_behind_the_newest_that_a_damaged_block_misplaces_is_refused() {
                 call(&mut con, Via::Module, "check", "b", &args).expect("a check");
             }
             let mut value = get(&mut con, "b");
-            let field = |at: usize| {
-                u32::from_le_bytes([value[at], value[at + 1], value[at + 2], value[at + 3]])
-            };
-            let (head_block, tail) = (field(12) as usize, field(16) as usize);
+            let (head_block, tail) = (word(&value, 12) as usize, word(&value, 16) as usize);
             assert!(tail >= head_block + 2, "blocks {head_block} to {tail}");
             // The middle 16 bits of the next block's first time.
             let at = 24 + (head_block + 1) * 256 + 4;
@@ -253,7 +256,8 @@ fn a_narrow_window_over_damaged_block_starts_is_counted_as_the_module_counts() {
 /// search between the head and tail blocks starts from where a window's
 /// floor would lie were the blocks evenly spread, and here it is many
 /// blocks off, above or below: its steps out from there, and the binary
-/// search between them, probe damaged blocks as the module's do.
+/// search between them, probe damaged blocks as the module's do, on the
+/// function library's straight path and on its general one alike.
 #[test]
 fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_as_the_module_counts() {
     let server = server_in(Encoding::Compact);
@@ -273,36 +277,20 @@ fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_as_the_module_
             10
         }
     };
-    for spacing in [&dense_first as &dyn Fn(u64) -> u64, &sparse_first] {
-        damaged_rounds(&mut con, &mut rng, 12_000, spacing, "8000", &(30..80), &[]);
-    }
-}
-
-/// As the test above, each call of cost 2: the function library counts
-/// the narrow window on its general path (p_block_through), which must
-/// search from the guess as the module does too.
-#[test]
-fn a_narrow_window_over_damaged_unevenly_spread_blocks_is_counted_alike_at_cost_2() {
-    let server = server_in(Encoding::Compact);
-    let mut con = server.connect();
-    let mut rng = Rng(0x5eed_2028);
-    for (spacing_dense, spacing_sparse) in [(10, 300), (300, 10)] {
-        let spacing = move |i: u64| {
-            if i < 6_000 {
-                spacing_dense
-            } else {
-                spacing_sparse
-            }
-        };
-        damaged_rounds(
-            &mut con,
-            &mut rng,
-            12_000,
-            &spacing,
-            "8000",
-            &(30..80),
-            &["COST", "2"],
-        );
+    // One window of cost 1, which the library answers on its straight
+    // path, and cost 2, which takes its general one (p_block_through).
+    for options in [&[][..], &["COST", "2"]] {
+        for spacing in [&dense_first as &dyn Fn(u64) -> u64, &sparse_first] {
+            damaged_rounds(
+                &mut con,
+                &mut rng,
+                12_000,
+                spacing,
+                "8000",
+                &(30..80),
+                options,
+            );
+        }
     }
 }
 
@@ -320,7 +308,6 @@ fn a_second_windows_block_changed_after_its_times_were_kept_is_read_as_it_now_is
     let con = &mut con;
     let (entries, spacing) = (12_000u64, 300u64);
     let minute = 60_000u64;
-    let field = |value: &[u8], at: usize| u32::from_le_bytes(value[at..at + 4].try_into().unwrap());
     for name in ["rank + 1", "rank - 1", "a low field bit", "a high bit"] {
         let _: () = redis::cmd("DEL")
             .arg(&["m", "l", "u"])
@@ -359,7 +346,7 @@ fn a_second_windows_block_changed_after_its_times_were_kept_is_read_as_it_now_is
         for i in 0..12 {
             if i == 6 {
                 let value = get(con, "m");
-                let (head_block, tail) = (field(&value, 12) as usize, field(&value, 16) as usize);
+                let (head_block, tail) = (word(&value, 12) as usize, word(&value, 16) as usize);
                 let first = |block: usize| {
                     let at = 24 + block * 256;
                     let mut bytes = [0u8; 8];
@@ -413,7 +400,7 @@ fn a_second_windows_block_changed_after_its_times_were_kept_is_read_as_it_now_is
 /// write, and what. Its rank up one or down one, a bit of its first low
 /// fields, a bit of its last byte of high bits.
 fn block_changed(name: &str, value: &[u8], at: usize) -> (usize, Vec<u8>) {
-    let rank = u32::from_le_bytes(value[at + 8..at + 12].try_into().unwrap());
+    let rank = word(value, at + 8);
     match name {
         "rank + 1" => (at + 8, rank.wrapping_add(1).to_le_bytes().to_vec()),
         "rank - 1" => (at + 8, rank.wrapping_sub(1).to_le_bytes().to_vec()),
@@ -485,9 +472,7 @@ fn damaged_round(
     let span = now - T;
     let mut value = get(con, "m");
     let undamaged = value.clone();
-    let field =
-        |value: &[u8], at: usize| u32::from_le_bytes(value[at..at + 4].try_into().unwrap()) as u64;
-    let (head_block, tail) = (field(&value, 12), field(&value, 16));
+    let (head_block, tail) = (word(&value, 12) as u64, word(&value, 16) as u64);
     assert!(
         blocks_between.contains(&(tail - head_block - 1)),
         "blocks {head_block} to {tail}"
@@ -569,7 +554,7 @@ fn after_any_admitted_reply_the_cost_was_recorded() {
 /// Damages `value` as another writer might, one of several ways.
 fn damage(value: &mut [u8], encoding: Encoding, rng: &mut Rng) {
     let packed = encoding == Encoding::Compact;
-    let tail = u32::from_le_bytes(value[16..20].try_into().unwrap()) as u64;
+    let tail = word(value, 16) as u64;
     // Whole blocks (format version 2) or runs of 16 slots (version 1).
     let (start, size) = if packed { (24, 256) } else { (24, 64) };
     let whole = (value.len() - start) / size;
