@@ -55,6 +55,11 @@ for _ in $(seq 1 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sl
 
 # What the library workloads share.
 cli() { redis-cli -p "$port" "$@"; }
+# The body of bench.sh's script `$1` (LUA, LUA_AT, LUA_AT2), the usual
+# script the library is measured against there.
+bench_script() { sed -n "/^$1='/,/^return 0'/p" scripts/bench.sh | sed "1s/^$1='//; \$s/'\$//"; }
+# a / b to two places, n/a where b is not above 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 # Loads scripts/swl.lua, creating new logs in encoding $1.
 load_library() {
     sed "s/^local ENCODING = 'compact'\$/local ENCODING = '$1'/" scripts/swl.lua | cli -x function load replace >/dev/null
@@ -81,16 +86,16 @@ row() {
     line=$(printf "%-${width}s %10s" "$name" "$script")
     for path in zset compact1 compact; do
         count=${counts[$name,$path]}
-        line+=$(printf ' %12s %8s' "$count" "$(awk -v a="$count" -v b="$script" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')")
+        line+=$(printf ' %12s %8s' "$count" "$(ratio "$count" "$script")")
     done
     echo "$line"
 }
 
 if [ "$workload" = steady ]; then
     entries=${3:-10000}
-    script=$(sed -n "/^LUA_AT='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT='//; \$s/'\$//")
+    script=$(bench_script LUA_AT)
     sha=$(cli script load "$script")
-    script2=$(sed -n "/^LUA_AT2='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA_AT2='//; \$s/'\$//")
+    script2=$(bench_script LUA_AT2)
     sha2=$(cli script load "$script2")
     # Calls `from` to `to` - 1 on `key`: `prefix`, then now_ms one spacing
     # apart (or `fixed`; `behind`: every third 30 ms before the newest),
@@ -137,12 +142,12 @@ if [ "$workload" = steady ]; then
         row 10 "$name"
     done
     echo "(two: two windows, an hour and a minute, admitted; the script with a ZCOUNT for the minute)"
-    echo "two windows, format 2 over sorted set: $(awk -v a="${counts[two,compact]}" -v b="${counts[two,zset]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+    echo "two windows, format 2 over sorted set: $(ratio "${counts[two,compact]}" "${counts[two,zset]}")"
     exit 0
 fi
 
 if [ "$workload" = library ]; then
-    script=$(sed -n "/^LUA='/,/^return 0'/p" scripts/bench.sh | sed "1s/^LUA='//; \$s/'\$//")
+    script=$(bench_script LUA)
     sha=$(cli script load "$script")
 
     # Instructions per call of one workload: a run that fills the keys, then
